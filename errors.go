@@ -1,0 +1,26 @@
+package redlimit
+
+import "errors"
+
+// Sentinel errors. Stores wrap them with context, so test with [errors.Is].
+var (
+	// ErrInvalidKey reports an empty key.
+	ErrInvalidKey = errors.New("redlimit: invalid key")
+	// ErrInvalidCost reports a cost (n) below 1 or above MaxCost.
+	ErrInvalidCost = errors.New("redlimit: invalid cost")
+	// ErrInvalidLimit reports a count or period out of range.
+	ErrInvalidLimit = errors.New("redlimit: invalid limit")
+	// ErrUnknownAlgorithm reports an Algorithm value or name that is not one of the four.
+	ErrUnknownAlgorithm = errors.New("redlimit: unknown algorithm")
+	// ErrInvalidBurst reports a token bucket burst below 1, or one too large for its rate.
+	ErrInvalidBurst = errors.New("redlimit: invalid burst")
+	// ErrDuplicateLimit reports two requests of one decision that would share state:
+	// the same key, algorithm and period.
+	ErrDuplicateLimit = errors.New("redlimit: duplicate limit in one decision")
+	// ErrNoRequests reports a decision asked for with no requests.
+	ErrNoRequests = errors.New("redlimit: no requests")
+	// ErrBadReply reports a reply from a backend that does not have the expected shape.
+	ErrBadReply = errors.New("redlimit: unexpected reply from backend")
+	// ErrClosed reports a call on a store that has been closed.
+	ErrClosed = errors.New("redlimit: store closed")
+)

@@ -1,0 +1,147 @@
+package redlimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Bounds on a [Limit] and a cost, chosen so that every quantity a store
+// computes stays exact in a Lua number (a float64) on Redis.
+const (
+	// MaxCount is the largest Count (and Burst) a Limit may have.
+	MaxCount = 1 << 40
+	// MaxCost is the largest cost of one request.
+	MaxCost = MaxCount
+	// MinPeriod is the shortest Period: Redis key TTLs are kept in milliseconds.
+	MinPeriod = time.Millisecond
+	// MaxPeriod is the longest Period, ten years of 366 days.
+	MaxPeriod = 3660 * 24 * time.Hour
+	// maxTolerance bounds a token bucket's burst * emission interval, in microseconds.
+	maxTolerance = 1 << 52
+)
+
+// A Limit says how many requests a key may make: Count per Period, counted by
+// Algorithm. Burst applies to [TokenBucket] only.
+//
+// A Limit is a small value, compared with ==. Build one with [PerSecond],
+// [PerMinute], [PerHour], [PerDay] or [Per], then pick the algorithm:
+//
+//	redlimit.PerMinute(100).SlidingLog()
+//	redlimit.PerSecond(10).TokenBucket(20)
+//
+// Stores keep state per (key, algorithm, period): changing Count keeps the
+// count already made, changing the algorithm or period starts afresh.
+type Limit struct {
+	// Algorithm counts the requests. The zero value is invalid.
+	Algorithm Algorithm
+	// Count is how many requests (units of cost) Period allows, 1..MaxCount.
+	Count int64
+	// Period is the window, MinPeriod..MaxPeriod, a whole number of microseconds.
+	Period time.Duration
+	// Burst is the token bucket's capacity: how many requests may pass at
+	// once after a quiet spell, 1..MaxCount. Ignored by the other algorithms.
+	// The token bucket refills one token every Period/Count.
+	Burst int64
+}
+
+// Per returns a limit of count requests per period, counted by [SlidingWindow].
+func Per(count int64, period time.Duration) Limit {
+	return Limit{Algorithm: SlidingWindow, Count: count, Period: period}
+}
+
+// PerSecond returns a limit of count requests per second, counted by [SlidingWindow].
+func PerSecond(count int64) Limit { return Per(count, time.Second) }
+
+// PerMinute returns a limit of count requests per minute, counted by [SlidingWindow].
+func PerMinute(count int64) Limit { return Per(count, time.Minute) }
+
+// PerHour returns a limit of count requests per hour, counted by [SlidingWindow].
+func PerHour(count int64) Limit { return Per(count, time.Hour) }
+
+// PerDay returns a limit of count requests per day, counted by [SlidingWindow].
+func PerDay(count int64) Limit { return Per(count, 24*time.Hour) }
+
+// FixedWindow returns l counted by [FixedWindow].
+func (l Limit) FixedWindow() Limit { l.Algorithm = FixedWindow; l.Burst = 0; return l }
+
+// SlidingLog returns l counted by [SlidingLog].
+func (l Limit) SlidingLog() Limit { l.Algorithm = SlidingLog; l.Burst = 0; return l }
+
+// SlidingWindow returns l counted by [SlidingWindow].
+func (l Limit) SlidingWindow() Limit { l.Algorithm = SlidingWindow; l.Burst = 0; return l }
+
+// TokenBucket returns l counted by [TokenBucket] with the given burst:
+// Count tokens are added per Period, and at most burst are held.
+func (l Limit) TokenBucket(burst int64) Limit {
+	l.Algorithm = TokenBucket
+	l.Burst = burst
+	return l
+}
+
+// Max returns the most cost that can pass at once: Burst for a token bucket,
+// Count otherwise.
+func (l Limit) Max() int64 {
+	if l.Algorithm == TokenBucket {
+		return l.Burst
+	}
+	return l.Count
+}
+
+// String returns a short description such as "100/1m0s sliding_log" or
+// "10/1s token_bucket burst 20".
+func (l Limit) String() string {
+	s := fmt.Sprintf("%d/%s %s", l.Count, l.Period, l.Algorithm)
+	if l.Algorithm == TokenBucket {
+		s += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	return s
+}
+
+// Validate reports whether l can be used, with an error wrapping
+// [ErrUnknownAlgorithm], [ErrInvalidLimit] or [ErrInvalidBurst] if not.
+func (l Limit) Validate() error {
+	if !l.Algorithm.Valid() {
+		return fmt.Errorf("%w: %d", ErrUnknownAlgorithm, uint8(l.Algorithm))
+	}
+	if l.Count < 1 || l.Count > MaxCount {
+		return fmt.Errorf("%w: count %d is not in 1..%d", ErrInvalidLimit, l.Count, int64(MaxCount))
+	}
+	if l.Period < MinPeriod || l.Period > MaxPeriod {
+		return fmt.Errorf("%w: period %s is not in %s..%s", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
+	}
+	if l.Period%time.Microsecond != 0 {
+		return fmt.Errorf("%w: period %s is not a whole number of microseconds", ErrInvalidLimit, l.Period)
+	}
+	if l.Algorithm == TokenBucket {
+		if l.Burst < 1 || l.Burst > MaxCount {
+			return fmt.Errorf("%w: burst %d is not in 1..%d", ErrInvalidBurst, l.Burst, int64(MaxCount))
+		}
+		if float64(l.Burst)*float64(l.EmissionInterval()) > maxTolerance {
+			return fmt.Errorf("%w: burst %d of %d per %s spans more than 2^52 µs", ErrInvalidBurst, l.Burst, l.Count, l.Period)
+		}
+	}
+	return nil
+}
+
+// EmissionInterval returns the token bucket's time per token in whole
+// microseconds: Period/Count rounded up, so a bucket never runs faster than
+// its rate. Stores compute with this value; callers rarely need it.
+func (l Limit) EmissionInterval() int64 {
+	w := l.Period.Microseconds()
+	if l.Count <= 0 {
+		return w
+	}
+	return (w + l.Count - 1) / l.Count
+}
+
+// ValidateRequest checks a key, limit and cost, as every store does before it
+// touches any state.
+func ValidateRequest(key string, l Limit, cost int64) error {
+	if key == "" {
+		return ErrInvalidKey
+	}
+	if cost < 1 || cost > MaxCost {
+		return fmt.Errorf("%w: %d is not in 1..%d", ErrInvalidCost, cost, int64(MaxCost))
+	}
+	return l.Validate()
+}

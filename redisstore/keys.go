@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/redlimit/redlimit"
+)
+
+// maxTagLen is the longest identifier kept as it is in a key; a longer one is
+// replaced by "#" and its SHA-256, so a 10 KB identifier costs 65 bytes.
+const maxTagLen = 128
+
+// algCodes name the algorithms in keys; the index is the script's algorithm number.
+var algCodes = [...]string{redlimit.FixedWindow: "fw", redlimit.SlidingLog: "sl", redlimit.SlidingWindow: "sw", redlimit.TokenBucket: "tb"}
+
+// hashTag turns a caller's identifier into the text between the key's braces.
+// It is injective, and the result holds no brace, so whatever the identifier
+// holds (braces, colons, newlines) it cannot choose another slot or collide
+// with another identifier: '%', '{', '}' and '#' are percent-escaped, and
+// identifiers longer than maxTagLen become '#' + hex SHA-256.
+func hashTag(id string) string {
+	if len(id) > maxTagLen {
+		sum := sha256.Sum256([]byte(id))
+		return "#" + hex.EncodeToString(sum[:])
+	}
+	if !strings.ContainsAny(id, "%{}#") {
+		return id
+	}
+	var b strings.Builder
+	b.Grow(len(id) + 8)
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		case '#':
+			b.WriteString("%23")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// key returns the Redis key of limit l for tag: prefix{tag}:alg:period.
+// Scripts derive per-window keys by appending ":<window>".
+func (s *Store) key(tag string, l redlimit.Limit) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(tag) + 24)
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	b.WriteString(tag)
+	b.WriteString("}:")
+	b.WriteString(algCodes[l.Algorithm])
+	b.WriteByte(':')
+	b.WriteString(strconv.FormatInt(l.Period.Microseconds(), 10))
+	return b.String()
+}
