@@ -42,8 +42,9 @@ type Decision struct {
 	// was anything consumed.
 	Allowed bool
 	// Results holds one Result per request, in order. When the decision is a
-	// denial, each Result says whether its own limit would have allowed the
-	// request, and Remaining counts nothing for it.
+	// denial, nothing was consumed and each Result is what its limit alone
+	// would answer, as [Limiter.Peek] does: one that would allow shows the
+	// Remaining and ResetAfter it would have after the request.
 	Results []Result
 }
 

@@ -215,10 +215,6 @@ func (s *Store) allowSharded(ctx context.Context, reqs []redlimit.Request, group
 			if _, err := s.run(rctx, opRefund, o.reqs, strconv.FormatInt(o.now, 10)); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("redisstore: refund after a denial: %w", err)
 			}
-			for i := range o.results {
-				r := &o.results[i]
-				r.Remaining = min(r.Limit, r.Remaining+o.reqs[i].Cost)
-			}
 		}
 	}
 	if firstErr != nil {

@@ -1,0 +1,19 @@
+// Package redlimittest is the conformance suite every [redlimit.Limiter]
+// store runs, in the manner of testing/slogtest: one table of steps over
+// fixed instants, the same for the memory store and for Redis through each
+// client library, so a new store proves itself the same way.
+//
+//	func TestConformance(t *testing.T) {
+//		redlimittest.Run(t, func(t *testing.T, now func() time.Time) redlimit.Limiter {
+//			s, err := memory.New(memory.WithClock(now))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		})
+//	}
+//
+// The factory must return a store that reads the time from now. Run gives
+// every key a random suffix, so stores may share a backend between runs.
+package redlimittest
