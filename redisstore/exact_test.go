@@ -25,7 +25,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 		// Windows of the longest period: no boundary falls inside the test.
 		redlimit.Per(limit, redlimit.MaxPeriod).FixedWindow(),
 		redlimit.Per(limit, redlimit.MaxPeriod).SlidingWindow(), // exact: its previous window is empty
-		redlimit.Per(1, time.Hour).TokenBucket(limit),          // refills one token an hour
+		redlimit.Per(1, time.Hour).TokenBucket(limit),           // refills one token an hour
 	}
 	clocks := []struct {
 		name string

@@ -47,7 +47,9 @@ func WithPrefix(prefix string) Option {
 // WithClock makes the store pass the time from now to every script instead
 // of letting Redis read its own clock (TIME). Only tests and callers who
 // must decide at a chosen instant want this: with it, servers whose clocks
-// disagree no longer share one timeline.
+// disagree no longer share one timeline. Redis still expires keys on its own
+// clock, with TTLs computed from the times passed, so those times must not
+// advance more slowly than real time.
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) error {
 		if now == nil {
