@@ -33,8 +33,7 @@ func TestDifferential(t *testing.T) {
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 7))
 			start := redlimittest.T0.Add(123456 * time.Microsecond)
-			clock := redlimittest.NewClock(start)
-			lastReal, lastVirtual := time.Now(), start
+			clock := newPacedClock(start)
 			mem, err := memory.New(memory.WithClock(clock.Now))
 			if err != nil {
 				t.Fatal(err)
@@ -56,13 +55,7 @@ func TestDifferential(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					clock.Advance(time.Duration(rng.Int64N(int64(l.Period/10)/1000)) * time.Microsecond)
 				}
-				// Redis expires keys on its own clock: the explicit clock must
-				// never run slower than real time, or Redis would forget state
-				// the memory store still holds.
-				if lag := time.Since(lastReal) - clock.Now().Sub(lastVirtual); lag > 0 {
-					clock.Advance(lag.Truncate(time.Microsecond) + time.Microsecond)
-				}
-				lastReal, lastVirtual = time.Now(), clock.Now()
+				clock.keepUp()
 				cost := int64(1 + rng.IntN(2))
 				if rng.IntN(20) == 0 {
 					cost = l.Max() + 1

@@ -54,9 +54,9 @@
 // another; identifier is the caller's key; alg is fw, sl, sw or tb (fixed
 // window, sliding log, sliding window, token bucket); period is the limit's
 // Period in microseconds; and the fixed and sliding window algorithms append
-// the window's index, the Unix time in microseconds divided by the period.
-// For example, PerSecond(5) for "user:42" at Unix time 1700000000 keeps its
-// count in
+// the window's index, the Unix time in microseconds divided by the period
+// and rounded down. For example, PerSecond(5) for "user:42" at Unix time
+// 1700000000 keeps its count in
 //
 //	redlimit:{user:42}:sw:1000000:1700000000
 //

@@ -5,12 +5,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/redlimittest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -111,3 +113,27 @@ func (d deployment) keysWithPrefix(t testing.TB, prefix string) []string {
 func prefix(t testing.TB) string {
 	return fmt.Sprintf("t%x:", rand.Uint64())
 }
+
+// pacedClock is an explicit clock for tests on Redis. Redis expires keys on
+// its own clock, with TTLs computed from the explicit times, so an explicit
+// clock that ran slower than real time would see state vanish early:
+// keepUp moves it forward by at least the real time since its last call.
+type pacedClock struct {
+	*redlimittest.Clock
+	lastReal    time.Time
+	lastVirtual time.Time
+}
+
+func newPacedClock(start time.Time) *pacedClock {
+	return &pacedClock{Clock: redlimittest.NewClock(start), lastReal: time.Now(), lastVirtual: start}
+}
+
+func (c *pacedClock) keepUp() {
+	if lag := time.Since(c.lastReal) - c.Now().Sub(c.lastVirtual); lag > 0 {
+		c.Advance(lag.Truncate(time.Microsecond) + time.Microsecond)
+	}
+	c.lastReal, c.lastVirtual = time.Now(), c.Now()
+}
+
+// resync makes the clock's next keepUp count real time from now.
+func (c *pacedClock) resync() { c.lastReal, c.lastVirtual = time.Now(), c.Now() }
