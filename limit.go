@@ -10,6 +10,9 @@ import (
 const (
 	// MaxCount is the largest Count (and Burst) a Limit may have.
 	MaxCount = 1 << 40
+	// MaxLogCount is the largest Count of a [SlidingLog] limit, which keeps
+	// one entry per admitted unit of cost: use [SlidingWindow] above it.
+	MaxLogCount = 100_000
 	// MaxCost is the largest cost of one request.
 	MaxCost = MaxCount
 	// MinPeriod is the shortest Period: Redis key TTLs are kept in milliseconds.
@@ -87,10 +90,10 @@ func (l Limit) Max() int64 {
 	return l.Count
 }
 
-// String returns a short description such as "100/1m0s sliding_log" or
+// String returns a short description such as "100/1m sliding_log" or
 // "10/1s token_bucket burst 20".
 func (l Limit) String() string {
-	s := fmt.Sprintf("%d/%s %s", l.Count, l.Period, l.Algorithm)
+	s := fmt.Sprintf("%d/%s %s", l.Count, shortDuration(l.Period), l.Algorithm)
 	if l.Algorithm == TokenBucket {
 		s += fmt.Sprintf(" burst %d", l.Burst)
 	}
@@ -108,6 +111,9 @@ func (l Limit) Validate() error {
 	}
 	if l.Period < MinPeriod || l.Period > MaxPeriod {
 		return fmt.Errorf("%w: period %s is not in %s..%s", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
+	}
+	if l.Algorithm == SlidingLog && l.Count > MaxLogCount {
+		return fmt.Errorf("%w: a sliding log keeps one entry per request: count %d is above %d (use sliding_window)", ErrInvalidLimit, l.Count, MaxLogCount)
 	}
 	if l.Period%time.Microsecond != 0 {
 		return fmt.Errorf("%w: period %s is not a whole number of microseconds", ErrInvalidLimit, l.Period)
@@ -144,4 +150,16 @@ func ValidateRequest(key string, l Limit, cost int64) error {
 		return fmt.Errorf("%w: %d is not in 1..%d", ErrInvalidCost, cost, int64(MaxCost))
 	}
 	return l.Validate()
+}
+
+// shortDuration writes whole hours, minutes and seconds without zero units
+// ("1m", "1h", "24h"), and other durations as [time.Duration.String] does.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d > 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d > 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }

@@ -55,7 +55,9 @@ type mkey struct {
 type Option func(*Store) error
 
 // WithClock makes the store read the time from now instead of [time.Now].
-// Tests use it to decide over fixed instants without sleeping.
+// Tests use it to decide over fixed instants without sleeping. now must be
+// safe for concurrent use: the background sweeper calls it too
+// (redlimittest.Clock is).
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) error {
 		if now == nil {

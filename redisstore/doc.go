@@ -43,6 +43,8 @@
 // application servers whose clocks disagree still share one timeline.
 // [WithClock] makes the store pass the time to the script instead: for
 // tests, or to decide at a chosen instant. Times are integer microseconds.
+// Key TTLs still run on the server's clock: with a clock that stands still
+// or lags behind it, state can expire before the given time says it should.
 //
 // # Keys
 //

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,29 @@ func (d deployment) keysWithPrefix(t testing.TB, prefix string) []string {
 		}
 	}
 	return keys
+}
+
+// countKeys counts the keys starting with prefix on every master; unlike
+// keysWithPrefix, it counts keys holding newlines right.
+func (d deployment) countKeys(t testing.TB, prefix string) int {
+	t.Helper()
+	servers := []*redistest.Server{redistest.Shared(t)}
+	if d.cluster {
+		servers = redistest.SharedCluster(t).Masters()
+	}
+	n := 0
+	for _, srv := range servers {
+		out, err := srv.Do("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", prefix+"*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := strconv.Atoi(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += c
+	}
+	return n
 }
 
 // prefix returns a key prefix no other test uses.

@@ -25,6 +25,7 @@ type Store struct {
 	b      backend
 	prefix string
 	now    func() time.Time // nil: the Redis server's clock
+	margin string           // µs added to every TTL, ARGV[3]
 }
 
 var _ redlimit.Limiter = (*Store)(nil)
@@ -60,6 +61,21 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithTTLMargin lengthens every key's TTL by d (default 0). TTLs only bound
+// how long idle state costs memory: expired state is recognised from the
+// stored times, whatever the TTL. Give a margin as large as the clock skew
+// between the servers when they pass their own time with [WithClock], so a
+// key is not dropped while a server whose clock is behind still needs it.
+func WithTTLMargin(d time.Duration) Option {
+	return func(s *Store) error {
+		if d < 0 || d > redlimit.MaxPeriod {
+			return fmt.Errorf("redisstore: TTL margin %s is not in 0..%s", d, redlimit.MaxPeriod)
+		}
+		s.margin = strconv.FormatInt(d.Microseconds(), 10)
+		return nil
+	}
+}
+
 // New returns a Store that runs its scripts through a rueidis client
 // (standalone, Sentinel or Cluster; concurrent calls are auto-pipelined).
 func New(client rueidis.Client, opts ...Option) (*Store, error) {
@@ -80,7 +96,7 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 }
 
 func newStore(b backend, opts []Option) (*Store, error) {
-	s := &Store{b: b, prefix: DefaultPrefix}
+	s := &Store{b: b, prefix: DefaultPrefix, margin: "0"}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -283,8 +299,8 @@ func (s *Store) run(ctx context.Context, op string, reqs []redlimit.Request, at 
 		at = strconv.FormatInt(s.now().UnixMicro(), 10)
 	}
 	keys := make([]string, len(reqs))
-	args := make([]string, 2, 2+6*len(reqs))
-	args[0], args[1] = op, at
+	args := make([]string, 3, 3+6*len(reqs))
+	args[0], args[1], args[2] = op, at, s.margin
 	for i, r := range reqs {
 		keys[i] = s.key(hashTag(r.Key), r.Limit)
 		l := r.Limit

@@ -16,4 +16,7 @@
 //
 // The factory must return a store that reads the time from now. Run gives
 // every key a random suffix, so stores may share a backend between runs.
+// The steps jump between instants faster than real time passes; a store
+// that expires state on its own clock (Redis TTLs) should lengthen its
+// expiry for the run (redisstore.WithTTLMargin).
 package redlimittest

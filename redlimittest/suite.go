@@ -60,7 +60,7 @@ var (
 	bucket3  = redlimit.PerSecond(3).TokenBucket(1) // emission interval 333,334 µs
 	perMin   = redlimit.PerMinute(5).FixedWindow()
 	longLog  = redlimit.Per(2, time.Hour).SlidingLog()
-	tinyLog1 = redlimit.Per(1, time.Millisecond).SlidingLog()
+	shortLog = redlimit.Per(1, 250*time.Millisecond).SlidingLog()
 )
 
 // scenarios are the steps, by name. Within a scenario the steps run in order.
@@ -100,9 +100,9 @@ var scenarios = []struct {
 		{0, allow, "h", longLog, 2, ok(0, time.Hour)},
 		{time.Hour - 1*ms, allow, "h", longLog, 1, deny(0, 1*ms, 1*ms)},
 		{time.Hour, allow, "h", longLog, 1, ok(1, time.Hour)},
-		{0, allow, "t", tinyLog1, 1, ok(0, 1*ms)},
-		{0, allow, "t", tinyLog1, 1, deny(0, 1*ms, 1*ms)},
-		{1 * ms, allow, "t", tinyLog1, 1, ok(0, 1*ms)},
+		{0, allow, "t", shortLog, 1, ok(0, 250*ms)},
+		{0, allow, "t", shortLog, 1, deny(0, 250*ms, 250*ms)},
+		{250 * ms, allow, "t", shortLog, 1, ok(0, 250*ms)},
 	}},
 	{"sliding_window", []step{
 		{0, allow, "a", sliding, 4, ok(6, 2000*ms)},
@@ -145,9 +145,9 @@ var scenarios = []struct {
 		{0, allow, "{a}", fixed3, 1, ok(2, 1000*ms)},
 		{0, allow, "a\n", fixed3, 1, ok(2, 1000*ms)},
 		{0, allow, "%7Ba%7D", fixed3, 1, ok(2, 1000*ms)},
-		{0, allow, "a", fixed3.SlidingLog(), 1, ok(2, 1000*ms)},                            // another algorithm
-		{0, allow, "a", redlimit.Per(3, 2*time.Second).FixedWindow(), 1, ok(2, 2000*ms)},   // another period
-		{0, allow, "a", redlimit.PerSecond(5).FixedWindow(), 1, ok(1, 1000*ms)}, // same state, new count
+		{0, allow, "a", fixed3.SlidingLog(), 1, ok(2, 1000*ms)},                          // another algorithm
+		{0, allow, "a", redlimit.Per(3, 2*time.Second).FixedWindow(), 1, ok(2, 2000*ms)}, // another period
+		{0, allow, "a", redlimit.PerSecond(5).FixedWindow(), 1, ok(1, 1000*ms)},          // same state, new count
 	}},
 }
 
@@ -283,6 +283,7 @@ var badInputs = []struct {
 	{"zero burst", "k", redlimit.PerSecond(1).TokenBucket(0), 1, redlimit.ErrInvalidBurst},
 	{"negative burst", "k", redlimit.PerSecond(1).TokenBucket(-1), 1, redlimit.ErrInvalidBurst},
 	{"burst too long", "k", redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(redlimit.MaxCount), 1, redlimit.ErrInvalidBurst},
+	{"sliding log too long", "k", redlimit.PerHour(redlimit.MaxLogCount + 1).SlidingLog(), 1, redlimit.ErrInvalidLimit},
 }
 
 func runBadInput(t *testing.T, newStore NewStore) {

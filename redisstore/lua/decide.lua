@@ -1,6 +1,7 @@
 -- KEYS: one key per limit, every one with the same hash tag on Redis Cluster.
 -- ARGV[1]: 'allow', 'peek', 'reset' or 'refund'.
 -- ARGV[2]: the time in µs, or '' for the server's clock (TIME).
+-- ARGV[3]: µs added to every TTL.
 -- Then six values per key: algorithm (1 fixed_window, 2 sliding_log,
 -- 3 sliding_window, 4 token_bucket), window µs, count, burst, emission
 -- interval µs, cost.
@@ -20,7 +21,7 @@ end
 local algorithms = { fixed_window, sliding_log, sliding_window, token_bucket }
 local limits = {}
 for i = 1, #KEYS do
-  local j = 2 + (i - 1) * 6
+  local j = 3 + (i - 1) * 6
   local alg = algorithms[tonumber(ARGV[j + 1])]
   if alg == nil then return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(ARGV[j + 1])) end
   limits[i] = {

@@ -3,7 +3,11 @@
 -- sliding_window, token_bucket, decide. Times are integer microseconds.
 local NEVER = -1
 
--- ms converts a positive duration in µs to a TTL in whole milliseconds, rounded up.
+-- MARGIN (µs, ARGV[3]) lengthens every TTL; see redisstore.WithTTLMargin.
+local MARGIN = tonumber(ARGV[3])
+
+-- ms converts a positive duration in µs to a TTL in whole milliseconds,
+-- rounded up, plus the margin.
 local function ms(us)
-  return math.max(1, math.ceil(us / 1000))
+  return math.max(1, math.ceil((us + MARGIN) / 1000))
 end

@@ -41,9 +41,16 @@ function sliding_log.commit(key, now, a, r)
   local stamp = string.format('%d', now)
   local seq = redis.call('ZCARD', key)
   local added = 0
+  -- Members that exist already (only possible if the clock went back) are
+  -- skipped by NX, and the loop adds more until the cost is counted.
   while added < a.cost do
-    seq = seq + 1
-    added = added + redis.call('ZADD', key, 'NX', stamp, stamp .. '-' .. seq)
+    local batch = { 'ZADD', key, 'NX' }
+    for _ = 1, math.min(a.cost - added, 1000) do
+      seq = seq + 1
+      batch[#batch + 1] = stamp
+      batch[#batch + 1] = stamp .. '-' .. seq
+    end
+    added = added + redis.call(unpack(batch))
   end
   redis.call('PEXPIRE', key, ms(r.reset))
 end

@@ -1,0 +1,30 @@
+# Targets: test (the default), vet, fmt, bench, run.
+
+GO ?= go
+
+.DEFAULT_GOAL := test
+.PHONY: test ensure-redis vet fmt bench run
+
+## test: vet and run every test with the race detector (needs redis-server; installs it as root).
+test: ensure-redis vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+## ensure-redis: make sure redis-server and redis-cli are on PATH.
+ensure-redis:
+	bash scripts/ensure-redis.sh
+
+## vet: go vet every package.
+vet:
+	$(GO) vet ./...
+
+## fmt: gofmt every Go file in place.
+fmt:
+	gofmt -w .
+
+## bench: run the benchmarks (see bench/run.sh).
+bench: ensure-redis
+	bash bench/run.sh
+
+## run: start the HTTP demo on 127.0.0.1:8080 (memory store; pass ARGS="-redis 127.0.0.1:6379" for Redis).
+run:
+	$(GO) run ./examples/httpdemo $(ARGS)

@@ -1,0 +1,130 @@
+// Package redlimit is a rate limiter whose state can live in Redis, so that
+// any number of application servers share one count per key, or in process
+// memory for a single server and for tests.
+//
+// A [Limit] says how many requests a key may make per period and which
+// algorithm counts them. A [Limiter] decides requests against limits; the
+// stores implement it:
+//
+//   - [github.com/redlimit/redlimit/memory.Store], in process memory;
+//   - [github.com/redlimit/redlimit/redisstore.Store], on Redis
+//     (standalone, Sentinel or Cluster), with a rueidis or go-redis client.
+//
+// Both give the same answers to the same calls at the same instants: the
+// conformance suite in [github.com/redlimit/redlimit/redlimittest] checks it.
+//
+//	store, err := memory.New()
+//	...
+//	res, err := store.AllowN(ctx, "user:42", redlimit.PerMinute(100), 1)
+//	if err != nil {
+//		return err // the decision could not be made
+//	}
+//	if !res.Allowed {
+//		// deny, and tell the client to come back after res.RetryAfter
+//	}
+//
+// # Limits
+//
+// Build a limit from a rate with [PerSecond], [PerMinute], [PerHour],
+// [PerDay] or [Per], which count with [SlidingWindow], then choose another
+// algorithm if needed:
+//
+//	redlimit.PerSecond(10)                 // 10/1s sliding_window
+//	redlimit.PerMinute(100).SlidingLog()   // 100/1m sliding_log
+//	redlimit.PerSecond(10).TokenBucket(20) // 10/1s token_bucket burst 20
+//
+// Limits are plain values and are passed on every call, not configured on the
+// store, so one store serves any number of limits. A store keeps state per
+// key, algorithm and period: a new Count applies at once to what a key has
+// already consumed, a new algorithm or period starts from nothing. Periods
+// are whole microseconds from [MinPeriod] to [MaxPeriod]; counts, bursts and
+// costs go up to [MaxCount]. [Limit.Validate] reports a limit out of range.
+//
+// # Algorithms
+//
+// The four algorithms trade accuracy against memory per key. The two window
+// algorithms align their windows to the Unix epoch, so a [PerDay] window
+// starts at midnight UTC.
+//
+//   - [SlidingWindow], the sliding window counter (the default): two
+//     counters per key. The estimate of the last period is the current
+//     window's count plus the previous window's count weighted by how much of
+//     the period it still covers. It is exact while the previous window was
+//     empty. Otherwise it assumes the previous window's requests were spread
+//     evenly; in the worst case, when they were bunched at its end, nearly
+//     twice Count can pass in an interval of one period. Remaining and
+//     RetryAfter are computed from the weighted estimate. Pick it for most
+//     limits, and for high counts.
+//   - [SlidingLog]: the time of every admitted unit of cost over the last
+//     period. Exact: never more than Count in any interval of one period.
+//     Memory grows with Count (one entry per unit, eight bytes in process
+//     memory, a sorted-set member in Redis), and so does the work of a
+//     request with a large cost. Pick it when a small count must hold
+//     exactly: logins, password resets, costly operations.
+//   - [FixedWindow]: one counter per key and window. The cheapest and the
+//     easiest to explain ("100 per calendar minute"), with a full reset at
+//     each boundary; up to twice Count can pass across a boundary.
+//   - [TokenBucket], GCRA: one timestamp per key. Exact. Count tokens are
+//     added per Period, spaced evenly, and at most Burst are held, so a quiet
+//     key may send Burst requests at once and then one every Period/Count.
+//     Pick it for smooth rates that allow short bursts.
+//
+// # Deciding
+//
+// [Limiter.AllowN] decides one request of cost n and consumes n if it is
+// allowed; a denied request consumes nothing. [Limiter.Peek] answers the same
+// question without consuming. [Limiter.Reset] gives a key its full allowance
+// back. The stores also have Allow, AllowN with a cost of 1.
+//
+// A denial is a [Result], never an error: Allowed is false, and RetryAfter
+// says how long until a request of the same cost could pass, if nothing else
+// is admitted meanwhile. A cost above [Limit.Max] can never pass, and its
+// RetryAfter is [Never]. Remaining and ResetAfter feed response headers such
+// as X-RateLimit-Remaining.
+//
+// An error means no decision was made: bad input, a closed store, Redis
+// unreachable or a deadline passed. The caller decides whether to fail open
+// or closed.
+//
+// # Errors
+//
+// Errors wrap the sentinel errors of this package ([ErrInvalidKey],
+// [ErrInvalidCost], [ErrInvalidLimit], [ErrUnknownAlgorithm],
+// [ErrInvalidBurst], [ErrDuplicateLimit], [ErrNoRequests], [ErrBadReply],
+// [ErrClosed]) with context, so test them with [errors.Is]:
+//
+//	if errors.Is(err, redlimit.ErrInvalidLimit) { ... }
+//
+// Errors from the Redis client are wrapped with %w as well, so the client
+// library's own errors can be tested for the same way.
+//
+// # Several limits in one decision
+//
+// A request often answers to several limits at once: per client IP, per
+// user, per API key. [Limiter.AllowAll] decides up to [MaxRequests] of them
+// as one: the request passes only if every limit allows it, and if any
+// denies, none is consumed. Each [Request] names a key, a limit and a cost;
+// two requests may not share state (the same key, algorithm and period,
+// [ErrDuplicateLimit]).
+//
+// The [Decision] holds one Result per request, in order. [Decision.RetryAfter]
+// is the longest wait among the limits that denied, and [Decision.Tightest]
+// picks the result to report in headers: the worst denial, or the limit with
+// the least remaining relative to its size.
+//
+//	d, err := store.AllowAll(ctx, []redlimit.Request{
+//		{Key: "ip:" + ip, Limit: redlimit.PerSecond(5), Cost: 1},
+//		{Key: "key:" + apiKey, Limit: redlimit.PerMinute(100).SlidingLog(), Cost: 1},
+//	})
+//
+// The memory store decides every limit atomically; so does Redis on one
+// server. On Redis Cluster, see redisstore's Store.AllowAll.
+//
+// # Time
+//
+// Stores compute in integer microseconds. The memory store reads
+// [time.Now] unless given a clock; the Redis store reads the Redis server's
+// clock (TIME) unless given one, so application servers whose clocks
+// disagree still share one timeline. Injected clocks make tests
+// deterministic without sleeping.
+package redlimit

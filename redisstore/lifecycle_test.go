@@ -1,0 +1,199 @@
+package redisstore_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// lifecycleLimits writes every kind of key, with short periods.
+var lifecycleLimits = []redlimit.Limit{
+	redlimit.Per(5, time.Second).FixedWindow(),
+	redlimit.Per(5, time.Second).SlidingLog(),
+	redlimit.Per(5, time.Second).SlidingWindow(),
+	redlimit.Per(5, time.Second).TokenBucket(5),
+}
+
+// maxTTL is the longest a key of l may live after a write: its window (two
+// for the sliding window counter, whose count still weighs in the next one;
+// burst intervals for the bucket), plus the millisecond TTLs round up to.
+func maxTTL(l redlimit.Limit) time.Duration {
+	switch l.Algorithm {
+	case redlimit.SlidingWindow:
+		return 2*l.Period + time.Millisecond
+	case redlimit.TokenBucket:
+		return time.Duration(l.Burst*l.EmissionInterval())*time.Microsecond + time.Millisecond
+	}
+	return l.Period + time.Millisecond
+}
+
+func TestKeysCarryTTLsAndExpire(t *testing.T) {
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			p := prefix(t)
+			s := d.store(t, redisstore.WithPrefix(p))
+			ctx := context.Background()
+			for _, l := range lifecycleLimits {
+				for _, id := range []string{"a", "b{", "c:d"} {
+					for range 3 {
+						if _, err := s.AllowN(ctx, id, l, 2); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			keys := d.keysWithPrefix(t, p)
+			if len(keys) != 12 {
+				t.Fatalf("%d keys written, want 12 (3 identifiers x 4 limits): %q", len(keys), keys)
+			}
+			for _, k := range keys {
+				ttl := time.Duration(atoi(t, d.do(t, k, "PTTL", k))) * time.Millisecond
+				var l redlimit.Limit
+				for _, c := range lifecycleLimits {
+					if strings.Contains(k, map[redlimit.Algorithm]string{redlimit.FixedWindow: "}:fw:", redlimit.SlidingLog: "}:sl:", redlimit.SlidingWindow: "}:sw:", redlimit.TokenBucket: "}:tb:"}[c.Algorithm]) {
+						l = c
+					}
+				}
+				if ttl <= 0 || ttl > maxTTL(l) {
+					t.Errorf("key %q has TTL %s, want in (0, %s]", k, ttl, maxTTL(l))
+				}
+			}
+			// Idle keys vanish on their own: the longest lives 2 periods.
+			deadline := time.Now().Add(10 * time.Second)
+			for len(d.keysWithPrefix(t, p)) > 0 && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if left := d.keysWithPrefix(t, p); len(left) > 0 {
+				t.Errorf("keys still there after idling: %q", left)
+			}
+		})
+	}
+}
+
+func TestScriptCacheFlushIsRecovered(t *testing.T) {
+	sum := sha1.Sum([]byte(redisstore.Script()))
+	sha := hex.EncodeToString(sum[:])
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) {
+			// Not parallel: flushing the script cache under other tests
+			// would test them too, but not deterministically.
+			s := d.store(t, redisstore.WithPrefix(prefix(t)))
+			ctx := context.Background()
+			l := redlimit.PerMinute(100).SlidingLog()
+			for i := range 3 {
+				if _, err := s.AllowN(ctx, "k", l, 1); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				servers := []*redistest.Server{redistest.Shared(t)}
+				if d.cluster {
+					servers = redistest.SharedCluster(t).Masters()
+				}
+				for _, srv := range servers {
+					if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+						t.Fatal(err)
+					}
+					if out, _ := srv.Do("SCRIPT", "EXISTS", sha); out != "0" {
+						t.Fatalf("script still cached after SCRIPT FLUSH: %q", out)
+					}
+				}
+			}
+			r, err := s.Peek(ctx, "k", l, 1)
+			if err != nil || r.Remaining != 96 {
+				t.Fatalf("after 3 flushes: %+v, %v; want 96 remaining", r, err)
+			}
+		})
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	good := redlimit.PerMinute(10).FixedWindow()
+	bad := []struct {
+		key   string
+		limit redlimit.Limit
+		cost  int64
+		want  error
+	}{
+		{"", good, 1, redlimit.ErrInvalidKey},
+		{"k", good, 0, redlimit.ErrInvalidCost},
+		{"k", redlimit.PerMinute(0), 1, redlimit.ErrInvalidLimit},
+		{"k", redlimit.Per(10, 0), 1, redlimit.ErrInvalidLimit},
+		{"k", redlimit.Limit{Algorithm: 42, Count: 1, Period: time.Second}, 1, redlimit.ErrUnknownAlgorithm},
+		{"k", redlimit.PerSecond(1).TokenBucket(0), 1, redlimit.ErrInvalidBurst},
+	}
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			p := prefix(t)
+			s := d.store(t, redisstore.WithPrefix(p))
+			ctx := context.Background()
+			for _, b := range bad {
+				if _, err := s.AllowN(ctx, b.key, b.limit, b.cost); !errors.Is(err, b.want) {
+					t.Errorf("AllowN(%q, %s, %d): %v, want %v", b.key, b.limit, b.cost, err, b.want)
+				}
+				// The good request in the same call must not be written either.
+				reqs := []redlimit.Request{{Key: "good", Limit: good, Cost: 1}, {Key: b.key, Limit: b.limit, Cost: b.cost}}
+				if _, err := s.AllowAll(ctx, reqs); !errors.Is(err, b.want) {
+					t.Errorf("AllowAll with %q, %s, %d: %v, want %v", b.key, b.limit, b.cost, err, b.want)
+				}
+			}
+			if keys := d.keysWithPrefix(t, p); len(keys) != 0 {
+				t.Errorf("bad input wrote %q", keys)
+			}
+		})
+	}
+}
+
+// TestOddIdentifiers: identifiers holding braces, colons, newlines or 10 KB
+// work on Cluster, keep all of one request's limits in one slot (the script
+// declares every key, so Redis would refuse a cross-slot call), stay apart
+// from each other, and make short keys.
+func TestOddIdentifiers(t *testing.T) {
+	d := deployments[2] // rueidis/cluster
+	p := prefix(t)
+	s := d.store(t, redisstore.WithPrefix(p))
+	ctx := context.Background()
+	ids := []string{"{", "}", "}{", "{a}", "a", "a{b}c", "{a}:sl:60000000", "a\nb", "%7Ba%7D", "#", strings.Repeat("x", 10<<10), strings.Repeat("x", 10<<10-1) + "y"}
+	limits := []redlimit.Limit{
+		redlimit.PerHour(1).FixedWindow(),
+		redlimit.PerHour(1).SlidingLog(),
+		redlimit.PerHour(1).SlidingWindow(),
+		redlimit.PerHour(1).TokenBucket(1),
+	}
+	for _, id := range ids {
+		reqs := make([]redlimit.Request, len(limits))
+		for i, l := range limits {
+			reqs[i] = redlimit.Request{Key: id, Limit: l, Cost: 1}
+		}
+		dec, err := s.AllowAll(ctx, reqs)
+		if err != nil {
+			t.Fatalf("%.20q: %v", id, err)
+		}
+		// Every identifier is new: were two to share keys, the second would
+		// find its limits of 1 used up.
+		if !dec.Allowed {
+			t.Errorf("%.20q was denied: it shares state with an earlier identifier", id)
+		}
+	}
+	if n := d.countKeys(t, p); n != len(ids)*len(limits) {
+		t.Errorf("%d keys for %d identifiers x %d limits", n, len(ids), len(limits))
+	}
+	// The longest key, with a 10 KB identifier, stays short.
+	for _, srv := range redistest.SharedCluster(t).Masters() {
+		out, err := srv.Do("EVAL", `local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do n = math.max(n, #k) end return n`, "0", p+"*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := atoi(t, out); n > 128 {
+			t.Errorf("a key of %d bytes", n)
+		}
+	}
+}
