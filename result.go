@@ -26,4 +26,36 @@ type Result struct {
 	// ResetAfter is how long until the key is back to a full allowance
 	// (Remaining == Limit) if nothing else is admitted. 0 for an idle key.
 	ResetAfter time.Duration
+	// Source says which path decided: the store itself (the zero value), or
+	// one of the resilience paths taken when the store could not be asked.
+	Source Source
+}
+
+// Source says which path decided a [Result].
+type Source uint8
+
+const (
+	// FromStore: the store decided (Redis, or the memory store).
+	FromStore Source = iota
+	// FromDenyCache: a denial remembered in process from an earlier
+	// decision of the store, still in force.
+	FromDenyCache
+	// FromLocal: the store failed and the local fallback limiter decided
+	// with this node's share of the limit.
+	FromLocal
+	// FromFailOpen: the store failed and the failure policy allowed.
+	FromFailOpen
+	// FromFailClosed: the store failed and the failure policy denied.
+	FromFailClosed
+)
+
+var sourceNames = [...]string{"store", "deny_cache", "local", "fail_open", "fail_closed"}
+
+// String returns the source's name as metrics and logs show it, such as
+// "store" or "fail_open".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return "unknown"
 }
