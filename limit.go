@@ -45,6 +45,10 @@ type Limit struct {
 	// once after a quiet spell, 1..MaxCount. Ignored by the other algorithms.
 	// The token bucket refills one token every Period/Count.
 	Burst int64
+	// Failure says what a resilient limiter answers when the store cannot
+	// be asked; the zero value is [FailLocal]. Stores ignore it, and it is
+	// not part of the state's identity.
+	Failure FailurePolicy
 }
 
 // Per returns a limit of count requests per period, counted by [SlidingWindow].
@@ -105,6 +109,9 @@ func (l Limit) String() string {
 func (l Limit) Validate() error {
 	if !l.Algorithm.Valid() {
 		return fmt.Errorf("%w: %d", ErrUnknownAlgorithm, uint8(l.Algorithm))
+	}
+	if l.Failure > FailClosed {
+		return fmt.Errorf("%w: unknown failure policy %d", ErrInvalidLimit, uint8(l.Failure))
 	}
 	if l.Count < 1 || l.Count > MaxCount {
 		return fmt.Errorf("%w: count %d is not in 1..%d", ErrInvalidLimit, l.Count, int64(MaxCount))

@@ -12,21 +12,36 @@ import (
 
 // backend runs the decision script on one Redis client library.
 type backend interface {
-	// eval runs the script with EVALSHA, falling back to EVAL when Redis
+	// eval runs a script with EVALSHA, falling back to EVAL when Redis
 	// answers NOSCRIPT, and returns its integer array reply.
-	eval(ctx context.Context, keys, args []string) ([]int64, error)
+	eval(ctx context.Context, sc script, keys, args []string) ([]int64, error)
 	// sharded reports whether keys with different hash tags may live on
 	// different servers (Redis Cluster, a go-redis Ring).
 	sharded() bool
 }
 
+// script names one of the store's scripts.
+type script int
+
+const (
+	decideScript script = iota // scriptSource
+	nodesScript                // nodesSource
+	numScripts
+)
+
 type rueidisBackend struct {
-	c      rueidis.Client
-	script *rueidis.Lua
+	c       rueidis.Client
+	scripts [numScripts]*rueidis.Lua
 }
 
-func (b *rueidisBackend) eval(ctx context.Context, keys, args []string) ([]int64, error) {
-	resp := b.script.Exec(ctx, b.c, keys, args)
+func newRueidisBackend(c rueidis.Client) *rueidisBackend {
+	return &rueidisBackend{c: c, scripts: [numScripts]*rueidis.Lua{
+		rueidis.NewLuaScript(scriptSource), rueidis.NewLuaScript(nodesSource),
+	}}
+}
+
+func (b *rueidisBackend) eval(ctx context.Context, sc script, keys, args []string) ([]int64, error) {
+	resp := b.scripts[sc].Exec(ctx, b.c, keys, args)
 	if err := resp.Error(); err != nil {
 		return nil, err
 	}
@@ -46,16 +61,22 @@ func (b *rueidisBackend) eval(ctx context.Context, keys, args []string) ([]int64
 func (b *rueidisBackend) sharded() bool { return b.c.Mode() == rueidis.ClientModeCluster }
 
 type goRedisBackend struct {
-	c      redis.UniversalClient
-	script *redis.Script
+	c       redis.UniversalClient
+	scripts [numScripts]*redis.Script
 }
 
-func (b *goRedisBackend) eval(ctx context.Context, keys, args []string) ([]int64, error) {
+func newGoRedisBackend(c redis.UniversalClient) *goRedisBackend {
+	return &goRedisBackend{c: c, scripts: [numScripts]*redis.Script{
+		redis.NewScript(scriptSource), redis.NewScript(nodesSource),
+	}}
+}
+
+func (b *goRedisBackend) eval(ctx context.Context, sc script, keys, args []string) ([]int64, error) {
 	argv := make([]any, len(args))
 	for i, a := range args {
 		argv[i] = a
 	}
-	reply, err := b.script.Run(ctx, b.c, keys, argv...).Result()
+	reply, err := b.scripts[sc].Run(ctx, b.c, keys, argv...).Result()
 	if err != nil {
 		return nil, err
 	}

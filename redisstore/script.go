@@ -8,6 +8,11 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
+// nodesSource is the node registry's heartbeat script.
+//
+//go:embed lua/nodes.lua
+var nodesSource string
+
 // scriptParts are joined, in this order, into the one script every decision
 // runs: each algorithm file defines a local table that decide.lua uses.
 var scriptParts = []string{"prelude", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "decide"}

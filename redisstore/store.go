@@ -26,7 +26,11 @@ type Store struct {
 	prefix string
 	now    func() time.Time // nil: the Redis server's clock
 	margin string           // µs added to every TTL, ARGV[3]
+	close  func()           // closes a client the Store opened itself
 }
+
+// pingRequest is what Ping peeks at.
+var pingRequest = []redlimit.Request{{Key: "ping", Limit: redlimit.PerSecond(1).FixedWindow(), Cost: 1}}
 
 var _ redlimit.Limiter = (*Store)(nil)
 
@@ -82,7 +86,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: nil client")
 	}
-	return newStore(&rueidisBackend{c: client, script: rueidis.NewLuaScript(scriptSource)}, opts)
+	return newStore(newRueidisBackend(client), opts)
 }
 
 // NewGoRedis returns a Store that runs its scripts through a go-redis client
@@ -92,7 +96,7 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: nil client")
 	}
-	return newStore(&goRedisBackend{c: client, script: redis.NewScript(scriptSource)}, opts)
+	return newStore(newGoRedisBackend(client), opts)
 }
 
 func newStore(b backend, opts []Option) (*Store, error) {
@@ -317,7 +321,7 @@ func (s *Store) run(ctx context.Context, op string, reqs []redlimit.Request, at 
 			strconv.FormatInt(r.Cost, 10),
 		)
 	}
-	reply, err := s.b.eval(ctx, keys, args)
+	reply, err := s.b.eval(ctx, decideScript, keys, args)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}

@@ -1,0 +1,122 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// RegistryOptions configures [Store.Register]. The zero value is the default.
+type RegistryOptions struct {
+	// ID names this node; default a random 16-hex-digit id.
+	ID string
+	// Interval is the time between heartbeats; default 1s.
+	Interval time.Duration
+	// TTL is how long a node counts as live after its last heartbeat;
+	// default 3 intervals.
+	TTL time.Duration
+	// Logger receives heartbeat failures; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Registry keeps this node registered as live in Redis and counts the live
+// nodes, so a local fallback can take this node's share of a limit. It is
+// safe for concurrent use.
+type Registry struct {
+	s     *Store
+	key   string
+	opts  RegistryOptions
+	nodes atomic.Int64
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+}
+
+// Register adds this node to the live-node registry (one sorted set per key
+// prefix, "<prefix>{nodes}"), and keeps it there with a heartbeat until
+// Close. The first heartbeat is made before Register returns, so an
+// unreachable Redis is an error here.
+func (s *Store) Register(ctx context.Context, opts RegistryOptions) (*Registry, error) {
+	if opts.ID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		opts.ID = hex.EncodeToString(b[:])
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 3 * opts.Interval
+	}
+	if opts.TTL < opts.Interval {
+		return nil, fmt.Errorf("redisstore: registry TTL %s is shorter than its interval %s", opts.TTL, opts.Interval)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Registry{s: s, key: s.prefix + "{nodes}", opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	r.nodes.Store(1)
+	if err := r.beat(ctx, "beat"); err != nil {
+		return nil, err
+	}
+	go r.loop()
+	return r, nil
+}
+
+// Nodes returns the number of live nodes as last seen, at least 1. While
+// Redis cannot be reached it keeps the last count it saw.
+func (r *Registry) Nodes() int { return int(r.nodes.Load()) }
+
+// ID returns this node's id.
+func (r *Registry) ID() string { return r.opts.ID }
+
+// Close stops the heartbeat and removes this node from the registry.
+func (r *Registry) Close() error {
+	var err error
+	r.once.Do(func() {
+		close(r.stop)
+		<-r.done
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = r.beat(ctx, "leave")
+	})
+	return err
+}
+
+func (r *Registry) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), r.opts.Interval)
+			if err := r.beat(ctx, "beat"); err != nil {
+				r.opts.Logger.Warn("redlimit: node heartbeat failed; keeping the last node count", "nodes", r.Nodes(), "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+func (r *Registry) beat(ctx context.Context, op string) error {
+	reply, err := r.s.b.eval(ctx, nodesScript, []string{r.key}, []string{r.opts.ID, strconv.FormatInt(r.opts.TTL.Microseconds(), 10), op})
+	if err != nil {
+		return fmt.Errorf("redisstore: node registry: %w", err)
+	}
+	if len(reply) != 1 {
+		return fmt.Errorf("redisstore: node registry: %d values", len(reply))
+	}
+	if op == "beat" {
+		r.nodes.Store(max(1, reply[0]))
+	}
+	return nil
+}
