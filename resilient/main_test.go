@@ -1,0 +1,78 @@
+package resilient_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/resilient"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// counting wraps a real store and counts the calls that reach it.
+type counting struct {
+	redlimit.Limiter
+	calls atomic.Int64
+}
+
+func (c *counting) AllowN(ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+	c.calls.Add(1)
+	return c.Limiter.AllowN(ctx, key, l, n)
+}
+
+func (c *counting) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	c.calls.Add(1)
+	return c.Limiter.AllowAll(ctx, reqs)
+}
+
+// fixedNodes is a NodeCounter with a set count.
+type fixedNodes int
+
+func (n fixedNodes) Nodes() int { return int(n) }
+
+// redisStore returns a store on srv with a client of its own and a fresh
+// prefix. The client retries nothing, so a dead server fails fast.
+func redisStore(t testing.TB, addrs []string, opts ...redisstore.Option) *redisstore.Store {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newLimiter(t testing.TB, store redlimit.Limiter, opts resilient.Options) *resilient.Limiter {
+	t.Helper()
+	l, err := resilient.New(store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// waitFor polls cond every few milliseconds until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return cond()
+}
