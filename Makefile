@@ -3,7 +3,7 @@
 GO ?= go
 
 .DEFAULT_GOAL := test
-.PHONY: test ensure-redis vet fmt bench run
+.PHONY: test ensure-redis vet fmt bench run reliability
 
 ## test: vet and run every test with the race detector (needs redis-server; installs it as root).
 test: ensure-redis vet
@@ -28,3 +28,7 @@ bench: ensure-redis
 ## run: start the HTTP demo on 127.0.0.1:8080 (memory store; pass ARGS="-redis 127.0.0.1:6379" for Redis).
 run:
 	$(GO) run ./examples/httpdemo $(ARGS)
+
+## reliability: rerun the fault tests and rewrite the figures in docs/RELIABILITY.md.
+reliability: ensure-redis
+	bash scripts/reliability.sh

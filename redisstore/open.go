@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 
@@ -39,6 +40,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	where := Redacted(rawURL)
 	c, err := rueidis.NewClient(copt)
 	if err != nil {
+		var nerr net.Error
+		if copt.TLSConfig != nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &nerr) && nerr.Timeout()) {
+			return nil, fmt.Errorf("%w at %s: no TLS handshake within the dial timeout (does this port serve TLS?): %w", ErrConnect, where, err)
+		}
 		return nil, fmt.Errorf("%w at %s: %w", ErrConnect, where, err)
 	}
 	s, err := New(c, opts...)

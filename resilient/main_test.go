@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit"
@@ -75,4 +76,16 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return cond()
+}
+
+// goRedisStore returns a store on a go-redis client of its own.
+func goRedisStore(t testing.TB, addr string) *redisstore.Store {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.NewGoRedis(c, redisstore.WithPrefix(fmt.Sprintf("g%x:", rand.Uint64())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -17,7 +17,7 @@ import (
 const (
 	DefaultTimeout          = 50 * time.Millisecond
 	DefaultFailureThreshold = 5
-	DefaultCoolDown         = 500 * time.Millisecond
+	DefaultCoolDown         = 250 * time.Millisecond
 	DefaultDenyCacheSize    = 100_000
 )
 

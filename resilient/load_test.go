@@ -1,0 +1,148 @@
+package resilient_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// sample is one decision made under load.
+type sample struct {
+	start   time.Time
+	latency time.Duration
+	source  redlimit.Source
+	allowed bool
+	key     string
+	err     error
+}
+
+// load runs workers goroutines deciding on l until stop is called, which
+// returns every decision made.
+func load(l redlimit.Limiter, workers int, keys []string, lim redlimit.Limit) (stop func() []sample) {
+	done := make(chan struct{})
+	results := make([][]sample, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			ctx := context.Background()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				key := keys[(w+i)%len(keys)]
+				start := time.Now()
+				r, err := l.AllowN(ctx, key, lim, 1)
+				results[w] = append(results[w], sample{start, time.Since(start), r.Source, r.Allowed, key, err})
+			}
+		})
+	}
+	return func() []sample {
+		close(done)
+		wg.Wait()
+		var all []sample
+		for _, r := range results {
+			all = append(all, r...)
+		}
+		return all
+	}
+}
+
+// between returns the samples that started in [from, to).
+func between(all []sample, from, to time.Time) []sample {
+	var out []sample
+	for _, s := range all {
+		if !s.start.Before(from) && s.start.Before(to) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// p99 returns the 99th percentile latency of the samples.
+func p99(ss []sample) time.Duration {
+	if len(ss) == 0 {
+		return 0
+	}
+	lat := make([]time.Duration, len(ss))
+	for i, s := range ss {
+		lat[i] = s.latency
+	}
+	slices.Sort(lat)
+	return lat[len(lat)*99/100]
+}
+
+// firstFromStore returns how long after at the first decision started that
+// the store answered, or -1.
+func firstFromStore(all []sample, at time.Time, keep func(sample) bool) time.Duration {
+	first := time.Duration(-1)
+	for _, s := range all {
+		if d := s.start.Sub(at); d >= 0 && (first < 0 || d < first) && s.err == nil && s.source == redlimit.FromStore && (keep == nil || keep(s)) {
+			first = d
+		}
+	}
+	return first
+}
+
+func count(ss []sample, keep func(sample) bool) int {
+	n := 0
+	for _, s := range ss {
+		if keep(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// checkNoGoroutineLeak waits for every goroutine the resilient package
+// started (deadline calls) to end. The clients' own connection goroutines
+// are theirs to manage and not counted.
+func checkNoGoroutineLeak(t *testing.T) {
+	t.Helper()
+	ours := func() (int, string) {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		n := 0
+		var found []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "redlimit/resilient.") && !strings.Contains(g, "resilient_test.") {
+				n++
+				found = append(found, g)
+			}
+		}
+		return n, strings.Join(found, "\n\n")
+	}
+	if !waitFor(5*time.Second, func() bool { n, _ := ours(); return n == 0 }) {
+		n, stacks := ours()
+		t.Errorf("%d goroutines of the resilient package still running:\n%s", n, stacks)
+	}
+}
+
+// report appends a row of a table of the reliability report when
+// REDLIMIT_RELIABILITY_REPORT names a file (scripts/reliability.sh does),
+// and logs it in any case. table names the table (scripts/reliability.sh
+// gives each its header).
+func report(t *testing.T, table, format string, args ...any) {
+	t.Helper()
+	line := table + "\t" + fmt.Sprintf(format, args...)
+	t.Log(line)
+	path := os.Getenv("REDLIMIT_RELIABILITY_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintln(f, line)
+}
