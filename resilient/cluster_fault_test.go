@@ -81,7 +81,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	}
 	during := between(all, killed, killed.Add(failover))
 	report(t, "cluster", "| %d | %d | %s | %s | %d | %d | %d |",
-		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(100*time.Microsecond), excess, excessVictim, errs)
+		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(time.Microsecond), excess, excessVictim, errs)
 	if p := p99(during); p > faultP99 {
 		t.Errorf("p99 latency during the failover %s, want at most %s", p, faultP99)
 	}

@@ -48,8 +48,7 @@ func outage(t *testing.T, kind string, fault, lift func(*redistest.Server) error
 			if err != nil {
 				t.Fatal(err)
 			}
-			var states sync.Map
-			stopWatch := watchBreaker(l, &states)
+			stopWatch := watchBreaker(l)
 
 			stop := load(l, faultWorkers, []string{"hot"}, lim)
 			time.Sleep(300 * time.Millisecond)
@@ -64,7 +63,7 @@ func outage(t *testing.T, kind string, fault, lift func(*redistest.Server) error
 			up := time.Now()
 			time.Sleep(1500 * time.Millisecond)
 			all := stop()
-			stopWatch()
+			seen := stopWatch()
 			l.Close()
 
 			during := between(all, down, up)
@@ -104,35 +103,60 @@ func outage(t *testing.T, kind string, fault, lift func(*redistest.Server) error
 				t.Errorf("decisions back on Redis %s after it returned, want within 1s", recovered)
 			}
 			t.Logf("first decision from Redis %s after it returned", recovered)
-			_, opened := states.Load("open")
-			if !opened {
-				t.Errorf("the breaker never opened")
+			if !seen.during("open", down, up) {
+				t.Errorf("the breaker never opened during the outage: %v", seen)
 			}
-			if l.BreakerState() != "closed" {
-				t.Errorf("breaker %s at the end, want closed", l.BreakerState())
+			if !seen.during("closed", up, time.Now()) {
+				t.Errorf("the breaker never closed after the outage: %v", seen)
 			}
 			report(t, "outage", "| %s | %s | %d | %d | %d | %s | %s | %s |", kind, pc.name, len(all), len(during),
-				count(during, func(s sample) bool { return s.allowed }), p.Round(100*time.Microsecond), recovered.Round(time.Millisecond), fmt.Sprint(errs))
+				count(during, func(s sample) bool { return s.allowed }), p.Round(time.Microsecond), recovered.Round(time.Millisecond), fmt.Sprint(errs))
 			checkNoGoroutineLeak(t)
 		})
 	}
 }
 
-// watchBreaker records every breaker state seen, until stopped.
-func watchBreaker(l *resilient.Limiter, states *sync.Map) (stop func()) {
+// breakerLog is the breaker states seen, with the time each was first seen.
+type breakerLog []struct {
+	at    time.Time
+	state string
+}
+
+// during reports whether state was seen at some time in [from, to].
+func (b breakerLog) during(state string, from, to time.Time) bool {
+	for i, e := range b {
+		end := to
+		if i+1 < len(b) {
+			end = b[i+1].at
+		}
+		if e.state == state && !end.Before(from) && !e.at.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// watchBreaker records the breaker's state changes until stopped.
+func watchBreaker(l *resilient.Limiter) (stop func() breakerLog) {
 	done := make(chan struct{})
+	var seen breakerLog
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
-			states.Store(l.BreakerState(), true)
+			if s := l.BreakerState(); len(seen) == 0 || seen[len(seen)-1].state != s {
+				seen = append(seen, struct {
+					at    time.Time
+					state string
+				}{time.Now(), s})
+			}
 			select {
 			case <-done:
 				return
-			case <-time.After(2 * time.Millisecond):
+			case <-time.After(time.Millisecond):
 			}
 		}
 	})
-	return func() { close(done); wg.Wait() }
+	return func() breakerLog { close(done); wg.Wait(); return seen }
 }
 
 func TestFaultRedisKilledUnderLoad(t *testing.T) {
