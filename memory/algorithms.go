@@ -32,8 +32,13 @@ func newParams(l redlimit.Limit) params {
 	return p
 }
 
-// entry is the state of one (key, algorithm, period).
+// entry is the state of one (key, algorithm, period), linked to the key's
+// other entries.
 type entry struct {
+	alg    redlimit.Algorithm
+	period int64 // µs
+	next   *entry
+
 	// fixed_window: a = window index, b = count.
 	// sliding_window: a = window index, b = its count, c = the previous window's count.
 	// token_bucket: a = theoretical arrival time (µs).
@@ -88,11 +93,15 @@ func commit(e *entry, p *params, now, n int64, w pending) {
 }
 
 func checkFixed(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
-	w := floorDiv(now, p.window)
-	end := (w + 1) * p.window
-	var c int64
-	if e != nil && e.a == w {
-		c = e.b
+	var w, end, c int64
+	if e != nil && now < e.expires && now >= e.expires-p.window {
+		w, end, c = e.a, e.expires, e.b // still the entry's window: no division
+	} else {
+		w = floorDiv(now, p.window)
+		end = (w + 1) * p.window
+		if e != nil && e.a == w {
+			c = e.b
+		}
 	}
 	r := redlimit.Result{Limit: p.count}
 	if c+n > p.count {

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
 	"slices"
 	"sync"
@@ -13,42 +12,61 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-const numShards = 64
-
 // Defaults of the options.
 const (
 	DefaultMaxKeys       = 1 << 20
 	DefaultSweepInterval = time.Minute
 )
 
-// Store is an in-process [redlimit.Limiter]. It is safe for concurrent use;
-// keys are spread over 64 shards, each with its own lock, so unrelated keys
-// rarely contend. Create one with [New] and Close it when done.
+// Store is an in-process [redlimit.Limiter]. It is safe for concurrent use:
+// finding a key takes no lock (a [sync.Map]), and each key has its own
+// lock, so unrelated keys never contend. Create one with [New] and Close it
+// when done.
 type Store struct {
-	shards      [numShards]shard
-	seed        maphash.Seed
-	now         func() time.Time
-	maxPerShard int
-	sweep       time.Duration
-	closed      atomic.Bool
-	stop        chan struct{}
-	done        chan struct{}
-	closeOnce   sync.Once
+	keys      sync.Map     // string → *slot
+	n         atomic.Int64 // states held
+	max       int64
+	now       func() time.Time // nil: the monotonic clock from base
+	base      time.Time
+	sweep     time.Duration
+	closed    atomic.Bool
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 }
 
 var _ redlimit.Limiter = (*Store)(nil)
 
-type shard struct {
-	mu sync.Mutex
-	m  map[mkey]*entry
-	_  [48]byte // keep shards on separate cache lines
+// slot holds one key's states: a short chain of entries, one per
+// (algorithm, period) the key is limited by.
+type slot struct {
+	mu   sync.Mutex
+	head *entry
+	dead bool // removed from the map: lockers must look the key up again
 }
 
-// mkey names the state of one limit of one key.
-type mkey struct {
-	key    string
-	alg    redlimit.Algorithm
-	period time.Duration
+// find returns the entry for (alg, period), or nil.
+func (sl *slot) find(alg redlimit.Algorithm, period int64) *entry {
+	for e := sl.head; e != nil; e = e.next {
+		if e.period == period && e.alg == alg {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove unlinks e from the chain.
+func (sl *slot) remove(e *entry) {
+	if sl.head == e {
+		sl.head = e.next
+		return
+	}
+	for p := sl.head; p != nil; p = p.next {
+		if p.next == e {
+			p.next = e.next
+			return
+		}
+	}
 }
 
 // Option configures a Store.
@@ -68,17 +86,18 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithMaxKeys bounds how many (key, limit) states the store holds, rounded up
-// to a multiple of 64 (default [DefaultMaxKeys]). When a shard is full, a new
-// key first evicts expired states; if none is found among a sample of eight,
-// it evicts the sampled state closest to expiring, which forgets what that
-// key had consumed.
+// WithMaxKeys bounds how many (key, limit) states the store holds (default
+// [DefaultMaxKeys]); concurrent first requests of new keys may pass it by
+// a few for a moment. A new state beyond the bound first evicts expired
+// states; if none is found among a sample of eight keys, it evicts the
+// sampled state closest to expiring, which forgets what that key had
+// consumed.
 func WithMaxKeys(n int) Option {
 	return func(s *Store) error {
 		if n < 1 {
 			return fmt.Errorf("memory: WithMaxKeys(%d): must be at least 1", n)
 		}
-		s.maxPerShard = (n + numShards - 1) / numShards
+		s.max = int64(n)
 		return nil
 	}
 }
@@ -93,23 +112,15 @@ func WithSweepInterval(d time.Duration) Option {
 	}
 }
 
-// New returns a Store. Without options it reads [time.Now], holds at most
-// [DefaultMaxKeys] states and sweeps expired ones every [DefaultSweepInterval].
-// It returns an error only for an invalid option.
+// New returns a Store. Without options it reads the clock itself, holds at
+// most [DefaultMaxKeys] states and sweeps expired ones every
+// [DefaultSweepInterval]. It returns an error only for an invalid option.
 func New(opts ...Option) (*Store, error) {
-	s := &Store{
-		seed:        maphash.MakeSeed(),
-		now:         time.Now,
-		maxPerShard: DefaultMaxKeys / numShards,
-		sweep:       DefaultSweepInterval,
-	}
+	s := &Store{base: time.Now(), max: DefaultMaxKeys, sweep: DefaultSweepInterval}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
 		}
-	}
-	for i := range s.shards {
-		s.shards[i].m = make(map[mkey]*entry)
 	}
 	if s.sweep > 0 {
 		s.stop = make(chan struct{})
@@ -132,30 +143,41 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Len returns how many states the store holds, expired ones included until
-// they are swept.
-func (s *Store) Len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
+// Len returns how many states the store holds, one per key and limit,
+// expired ones included until they are swept.
+func (s *Store) Len() int { return int(s.n.Load()) }
+
+// micros returns the time in µs since the Unix epoch. Without WithClock it
+// reads the monotonic clock (cheaper than the wall clock) from the wall time
+// the store was made at.
+func (s *Store) micros() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
 	}
-	return n
+	return s.base.UnixMicro() + int64(time.Since(s.base)/time.Microsecond)
 }
-
-func (s *Store) shardIndex(key string) int {
-	return int(maphash.String(s.seed, key) % numShards)
-}
-
-func (s *Store) micros() int64 { return s.now().UnixMicro() }
 
 func (s *Store) usable(ctx context.Context) error {
 	if s.closed.Load() {
 		return fmt.Errorf("memory: %w", redlimit.ErrClosed)
 	}
 	return ctx.Err()
+}
+
+// lock returns key's slot, locked and live, making it if needed.
+func (s *Store) lock(key string) *slot {
+	for {
+		v, ok := s.keys.Load(key)
+		if !ok {
+			v, _ = s.keys.LoadOrStore(key, &slot{})
+		}
+		sl := v.(*slot)
+		sl.mu.Lock()
+		if !sl.dead {
+			return sl
+		}
+		sl.mu.Unlock()
+	}
 }
 
 // AllowN implements [redlimit.Limiter]. It allocates nothing once a key has
@@ -168,19 +190,38 @@ func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n 
 		return redlimit.Result{}, err
 	}
 	p := newParams(limit)
-	k := mkey{key, limit.Algorithm, limit.Period}
-	sh := &s.shards[s.shardIndex(key)]
-	sh.mu.Lock()
+	var sl *slot
+	if v, ok := s.keys.Load(key); ok {
+		sl = v.(*slot)
+		sl.mu.Lock()
+		if sl.dead {
+			sl.mu.Unlock()
+			sl = s.lock(key)
+		}
+	} else {
+		// A key with no state that cannot pass makes none: a stream of
+		// requests too costly for their limit costs no memory.
+		if res, _ := check(nil, &p, s.micros(), n); !res.Allowed {
+			return res, nil
+		}
+		sl = s.lock(key)
+	}
 	now := s.micros()
-	e := sh.m[k]
+	e := sl.find(p.alg, p.window)
 	res, w := check(e, &p, now, n)
+	added := false
 	if res.Allowed {
 		if e == nil {
-			e = s.insert(sh, k, now)
+			e = &entry{alg: p.alg, period: p.window, next: sl.head}
+			sl.head = e
+			added = true
 		}
 		commit(e, &p, now, n, w)
 	}
-	sh.mu.Unlock()
+	sl.mu.Unlock()
+	if added && s.n.Add(1) > s.max {
+		s.evict(now)
+	}
 	return res, nil
 }
 
@@ -198,10 +239,15 @@ func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n in
 		return redlimit.Result{}, err
 	}
 	p := newParams(limit)
-	sh := &s.shards[s.shardIndex(key)]
-	sh.mu.Lock()
-	res, _ := check(sh.m[mkey{key, limit.Algorithm, limit.Period}], &p, s.micros(), n)
-	sh.mu.Unlock()
+	v, ok := s.keys.Load(key)
+	if !ok {
+		res, _ := check(nil, &p, s.micros(), n)
+		return res, nil
+	}
+	sl := v.(*slot)
+	sl.mu.Lock()
+	res, _ := check(sl.find(p.alg, p.window), &p, s.micros(), n)
+	sl.mu.Unlock()
 	return res, nil
 }
 
@@ -213,16 +259,33 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
-	sh := &s.shards[s.shardIndex(key)]
-	sh.mu.Lock()
-	delete(sh.m, mkey{key, limit.Algorithm, limit.Period})
-	sh.mu.Unlock()
+	v, ok := s.keys.Load(key)
+	if !ok {
+		return nil
+	}
+	sl := v.(*slot)
+	sl.mu.Lock()
+	if e := sl.find(limit.Algorithm, limit.Period.Microseconds()); e != nil {
+		s.drop(key, sl, e)
+	}
+	sl.mu.Unlock()
 	return nil
 }
 
-// AllowAll implements [redlimit.Limiter]: it locks the shards of every
-// request (in a fixed order), checks every limit, and commits only if all
-// allow, so the decision is atomic.
+// drop removes e from sl, whose lock is held, and sl from the store if it
+// is left empty.
+func (s *Store) drop(key string, sl *slot, e *entry) {
+	sl.remove(e)
+	s.n.Add(-1)
+	if sl.head == nil {
+		sl.dead = true
+		s.keys.CompareAndDelete(key, sl)
+	}
+}
+
+// AllowAll implements [redlimit.Limiter]: it locks the keys of every request
+// (in key order), checks every limit, and commits only if all allow, so the
+// decision is atomic.
 func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
 	if err := redlimit.ValidateRequests(reqs); err != nil {
 		return redlimit.Decision{}, fmt.Errorf("memory: %w", err)
@@ -230,20 +293,19 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 	if err := s.usable(ctx); err != nil {
 		return redlimit.Decision{}, err
 	}
-	var idx [redlimit.MaxRequests]int
-	locks := idx[:0]
-	for _, r := range reqs {
-		locks = append(locks, s.shardIndex(r.Key))
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key
 	}
-	order := slices.Clone(locks)
-	slices.Sort(order)
-	order = slices.Compact(order)
-	for _, i := range order {
-		s.shards[i].mu.Lock()
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	slots := make(map[string]*slot, len(keys))
+	for _, k := range keys {
+		slots[k] = s.lock(k)
 	}
 	defer func() {
-		for _, i := range order {
-			s.shards[i].mu.Unlock()
+		for _, sl := range slots {
+			sl.mu.Unlock()
 		}
 	}()
 
@@ -253,55 +315,66 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 	ws := make([]pending, len(reqs))
 	for i, r := range reqs {
 		ps[i] = newParams(r.Limit)
-		d.Results[i], ws[i] = check(s.shards[locks[i]].m[mkey{r.Key, r.Limit.Algorithm, r.Limit.Period}], &ps[i], now, r.Cost)
+		d.Results[i], ws[i] = check(slots[r.Key].find(ps[i].alg, ps[i].window), &ps[i], now, r.Cost)
 		d.Allowed = d.Allowed && d.Results[i].Allowed
 	}
 	if !d.Allowed {
 		return d, nil
 	}
+	added := int64(0)
 	for i, r := range reqs {
-		sh := &s.shards[locks[i]]
-		k := mkey{r.Key, r.Limit.Algorithm, r.Limit.Period}
-		e := sh.m[k]
+		sl := slots[r.Key]
+		e := sl.find(ps[i].alg, ps[i].window)
 		if e == nil {
-			e = s.insert(sh, k, now)
+			e = &entry{alg: ps[i].alg, period: ps[i].window, next: sl.head}
+			sl.head = e
+			added++
 		}
 		commit(e, &ps[i], now, r.Cost, ws[i])
+	}
+	if added > 0 && s.n.Add(added) > s.max {
+		defer s.evict(now) // after the unlocks, deferred above
 	}
 	return d, nil
 }
 
-// insert adds an empty entry for k to sh, whose lock is held, evicting one
-// first if sh is full.
-func (s *Store) insert(sh *shard, k mkey, now int64) *entry {
-	if len(sh.m) >= s.maxPerShard {
-		evict(sh, now)
-	}
-	e := &entry{}
-	sh.m[k] = e
-	return e
-}
-
-// evict removes the expired entries among a sample of sh's entries, or if
-// there are none, the sampled entry closest to expiring.
-func evict(sh *shard, now int64) {
-	var victim mkey
+// evict removes the expired states of a sample of keys, or if there are
+// none, the sampled state closest to expiring.
+func (s *Store) evict(now int64) {
+	var victimKey string
+	var victim *slot
 	soonest := int64(math.MaxInt64)
 	removed, seen := false, 0
-	for k, e := range sh.m { // map iteration starts at a random entry
-		if now >= e.expires {
-			delete(sh.m, k)
-			removed = true
-		} else if e.expires < soonest {
-			victim, soonest = k, e.expires
+	s.keys.Range(func(k, v any) bool {
+		sl := v.(*slot)
+		if !sl.mu.TryLock() {
+			return true // busy: not a good victim
 		}
-		if seen++; seen == 8 {
-			break
+		for e := sl.head; e != nil; e = e.next {
+			if now >= e.expires {
+				s.drop(k.(string), sl, e)
+				removed = true
+			} else if e.expires < soonest {
+				soonest, victimKey, victim = e.expires, k.(string), sl
+			}
+		}
+		sl.mu.Unlock()
+		seen++
+		return seen < 8
+	})
+	if removed || victim == nil {
+		return
+	}
+	victim.mu.Lock()
+	if !victim.dead {
+		for e := victim.head; e != nil; e = e.next {
+			if e.expires == soonest {
+				s.drop(victimKey, victim, e)
+				break
+			}
 		}
 	}
-	if !removed && soonest != math.MaxInt64 {
-		delete(sh.m, victim)
-	}
+	victim.mu.Unlock()
 }
 
 func (s *Store) sweepEvery(d time.Duration) {
@@ -321,15 +394,20 @@ func (s *Store) sweepEvery(d time.Duration) {
 // Sweep removes every expired state now. The background sweeper calls it;
 // callers rarely need to.
 func (s *Store) Sweep() {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
+	s.keys.Range(func(k, v any) bool {
+		sl := v.(*slot)
+		sl.mu.Lock()
 		now := s.micros()
-		for k, e := range sh.m {
+		for e := sl.head; e != nil; e = e.next {
 			if now >= e.expires {
-				delete(sh.m, k)
+				s.drop(k.(string), sl, e)
 			}
 		}
-		sh.mu.Unlock()
-	}
+		if sl.head == nil && !sl.dead { // a slot made for a request that was not allowed
+			sl.dead = true
+			s.keys.CompareAndDelete(k, sl)
+		}
+		sl.mu.Unlock()
+		return true
+	})
 }
