@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +149,44 @@ func TestBadOptions(t *testing.T) {
 		if _, err := memory.New(o); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// TestExactWhileEvictingAndSweeping: a hot key stays exact while other keys
+// churn through a small store and the sweeper runs every millisecond.
+func TestExactWhileEvictingAndSweeping(t *testing.T) {
+	s := newStore(t, memory.WithMaxKeys(50), memory.WithSweepInterval(time.Millisecond))
+	ctx := context.Background()
+	hot := redlimit.PerHour(100).SlidingLog()
+	churn := redlimit.Per(1, 2*time.Millisecond).FixedWindow()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for i := range 200 {
+				if g%2 == 0 {
+					if _, err := s.AllowN(ctx, fmt.Sprint("churn", g, "-", i), churn, 1); err != nil {
+						t.Error(err)
+						return
+					}
+					continue
+				}
+				r, err := s.AllowN(ctx, "hot", hot, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 100 {
+		t.Errorf("hot key admitted %d, want exactly 100", n)
+	}
+	if n := s.Len(); n > 50+64 {
+		t.Errorf("holds %d states with WithMaxKeys(50)", n)
 	}
 }
