@@ -162,6 +162,31 @@ func (l *Limiter) BreakerState() string { return l.breaker.State().String() }
 // ended: not the store's fault, so the breaker ignores it.
 var errCallerGone = errors.New("resilient: caller's context done")
 
+// callerGone reports whether the caller's context has ended, or reached its
+// deadline: a client library may time out on that deadline a moment before
+// the context's own timer marks it done.
+func callerGone(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+// callerFirst reports whether the caller's deadline comes no later than ours.
+func callerFirst(ctx context.Context, ours time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !d.After(ours)
+}
+
+// callerErr is the error of a caller's context that callerGone reported.
+func callerErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
 // AllowN implements [redlimit.Limiter].
 func (l *Limiter) AllowN(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
 	d, err := l.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: limit, Cost: n}})
@@ -197,7 +222,7 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlim
 		return d, nil
 	}
 	if errors.Is(err, errCallerGone) {
-		return redlimit.Decision{}, fmt.Errorf("resilient: %w", ctx.Err())
+		return redlimit.Decision{}, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
 	return l.onFailure(ctx, reqs, err)
 }
@@ -238,10 +263,11 @@ func (l *Limiter) call(ctx context.Context, reqs []redlimit.Request) (redlimit.D
 // bounded runs f with the deadline, giving up at the deadline even if the
 // client does not: the late answer is then dropped by f's goroutine.
 func (l *Limiter) bounded(ctx context.Context, f func(context.Context) (redlimit.Decision, error)) (redlimit.Decision, error) {
-	if ctx.Err() != nil {
+	if callerGone(ctx) {
 		return redlimit.Decision{}, errCallerGone
 	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	ours := time.Now().Add(l.timeout)
+	cctx, cancel := context.WithDeadline(ctx, ours)
 	defer cancel()
 	type reply struct {
 		d   redlimit.Decision
@@ -257,13 +283,14 @@ func (l *Limiter) bounded(ctx context.Context, f func(context.Context) (redlimit
 		switch {
 		case r.err == nil:
 			return r.d, nil
-		case ctx.Err() != nil:
+		case callerGone(ctx), errors.Is(r.err, context.DeadlineExceeded) && callerFirst(ctx, ours):
+			// The caller's deadline ended the call, whoever noticed first.
 			return redlimit.Decision{}, errCallerGone
 		default:
 			return redlimit.Decision{}, fmt.Errorf("%w: %w", ErrStore, r.err)
 		}
 	case <-cctx.Done():
-		if ctx.Err() != nil {
+		if callerGone(ctx) {
 			return redlimit.Decision{}, errCallerGone
 		}
 		return redlimit.Decision{}, fmt.Errorf("%w: no answer within %s", ErrStore, l.timeout)
@@ -349,7 +376,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 		return d.Results[0], nil
 	}
 	if errors.Is(err, errCallerGone) {
-		return redlimit.Result{}, fmt.Errorf("resilient: %w", ctx.Err())
+		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
 	switch limit.Failure {
 	case redlimit.FailOpen:

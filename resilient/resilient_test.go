@@ -211,8 +211,8 @@ func TestDeadlineWhenRedisHangs(t *testing.T) {
 	// The caller's earlier deadline wins, and its end is the caller's error.
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
 	defer cancel()
-	if _, err := l.AllowN(cctx, "k", lim, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("caller deadline: %v, want DeadlineExceeded", err)
+	if r, err := l.AllowN(cctx, "k", lim, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("caller deadline: %+v, %v, want DeadlineExceeded", r, err)
 	}
 }
 
