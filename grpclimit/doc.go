@@ -1,0 +1,37 @@
+// Package grpclimit rate limits gRPC servers, with unary and stream server
+// interceptors, and makes gRPC clients honour the server's RetryInfo.
+//
+//	in, err := grpclimit.New(store, grpclimit.Options{},
+//		grpclimit.Rule{Name: "peer", Limit: redlimit.PerSecond(50), Key: grpclimit.RemoteIP},
+//		grpclimit.Rule{Name: "method", Limit: redlimit.PerMinute(1000), Key: grpclimit.Method},
+//	)
+//	...
+//	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
+//
+// Rules, keys, shadow mode and failures work as in
+// [github.com/redlimit/redlimit/httplimit]: the enforced rules of a call are
+// decided in one [redlimit.Limiter.AllowAll], a call denied by any consumes
+// none, and a key function returning [ErrNoKey] skips its rule. The key
+// functions provided are [PeerIP] and [RemoteIP] (the client network, with
+// the same handling of trusted proxies and IPv6 prefixes as
+// [httplimit.ClientIP], reading x-forwarded-for or forwarded metadata),
+// [Metadata] (such as an API key), [User], [Method] (the full method name)
+// and [Static], combined with [Compose], [Or] and [Hashed].
+//
+// # Denials
+//
+// A denied call fails with codes.ResourceExhausted before its handler runs,
+// with two details: a RetryInfo (google.rpc.RetryInfo) whose retry_delay
+// says when the call could pass, and a QuotaFailure naming the rules that
+// denied it. A stream is decided once, when it is opened.
+//
+// Every call a rule applied to gets the rate-limit fields of httplimit as
+// response header metadata, lower-case: ratelimit-policy, ratelimit,
+// x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, and
+// retry-after on denials. [Options].Metadata selects them.
+//
+// # Clients
+//
+// [UnaryClientInterceptor] retries calls refused with ResourceExhausted and
+// a RetryInfo, after the delay plus jitter, as a [backoff.Policy] allows.
+package grpclimit

@@ -1,0 +1,152 @@
+package grpclimit_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/grpclimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// backend is a store the tests run against.
+type backend struct {
+	name string
+	lim  redlimit.Limiter
+}
+
+// backends returns a memory store and a Redis store with a prefix of this
+// test's own, both reading now (or the real clock if now is nil).
+func backends(t *testing.T, now func() time.Time) []backend {
+	t.Helper()
+	var mopts []memory.Option
+	var ropts []redisstore.Option
+	if now != nil {
+		mopts = append(mopts, memory.WithClock(now))
+		ropts = append(ropts, redisstore.WithClock(now))
+	}
+	mem, err := memory.New(mopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Shared(t).Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatalf("rueidis client: %v", err)
+	}
+	t.Cleanup(c.Close)
+	rs, err := redisstore.New(c, append(ropts, redisstore.WithPrefix(fmt.Sprintf("grpclimit-t%x:", rand.Uint64())))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []backend{{"memory", mem}, {"redis", rs}}
+}
+
+func fixedNow() func() time.Time {
+	t0 := time.Now().Truncate(time.Second)
+	return func() time.Time { return t0 }
+}
+
+// countingHealth is the standard health service that counts the calls and
+// streams its handlers see.
+type countingHealth struct {
+	*health.Server
+	mu      sync.Mutex
+	checks  int
+	watches int
+}
+
+func (h *countingHealth) Check(ctx context.Context, r *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.mu.Lock()
+	h.checks++
+	h.mu.Unlock()
+	return h.Server.Check(ctx, r)
+}
+
+func (h *countingHealth) Watch(r *healthpb.HealthCheckRequest, s healthpb.Health_WatchServer) error {
+	h.mu.Lock()
+	h.watches++
+	h.mu.Unlock()
+	return h.Server.Watch(r, s)
+}
+
+func (h *countingHealth) counts() (int, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.checks, h.watches
+}
+
+// serve starts a real gRPC server on 127.0.0.1:0 with the interceptor and a
+// health service, and returns a client connected to it with opts.
+func serve(t *testing.T, in *grpclimit.Interceptor, opts ...grpc.DialOption) (healthpb.HealthClient, *countingHealth) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
+	h := &countingHealth{Server: health.NewServer()}
+	healthpb.RegisterHealthServer(srv, h)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return healthpb.NewHealthClient(conn), h
+}
+
+func mustNew(t *testing.T, lim redlimit.Limiter, opts grpclimit.Options, rules ...grpclimit.Rule) *grpclimit.Interceptor {
+	t.Helper()
+	in, err := grpclimit.New(lim, opts, rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func newLogger() (*slog.Logger, *logBuffer) {
+	var buf logBuffer
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
+}
+
+func ctxTimeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,170 @@
+package grpclimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/redlimit/redlimit/httplimit"
+)
+
+// A KeyFunc returns the key a rule counts a call under, from the call's
+// context (peer, incoming metadata, values set by earlier interceptors) and
+// its full method name ("/pkg.Service/Method"). It returns an error wrapping
+// [ErrNoKey] when the rule does not apply to the call; any other error
+// refuses the call with codes.InvalidArgument. A KeyFunc must be safe for
+// concurrent use.
+type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
+
+// PeerIP returns a KeyFunc that keys calls by the network of the client, as
+// c finds it (see [httplimit.ClientIP]): the peer's address, or, when the peer
+// is a trusted proxy, the right-most untrusted address of the c.ProxyHeader
+// metadata ("x-forwarded-for" or "forwarded"). IPv6 clients are grouped by
+// /64 by default. It reports an error if c is not valid.
+func PeerIP(c httplimit.ClientIP) (KeyFunc, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.TrustedProxies = append([]netip.Prefix(nil), c.TrustedProxies...)
+	return peerIP(c), nil
+}
+
+// RemoteIP keys calls by the network of their peer's address, trusting no
+// forwarding metadata, as PeerIP(httplimit.ClientIP{}) does.
+func RemoteIP(ctx context.Context, method string) (string, error) {
+	return remoteIP(ctx, method)
+}
+
+var remoteIP = peerIP(httplimit.ClientIP{})
+
+// peerIP returns the KeyFunc of PeerIP for a valid c.
+func peerIP(c httplimit.ClientIP) KeyFunc {
+	header := strings.ToLower(c.ProxyHeader.String())
+	return func(ctx context.Context, _ string) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", fmt.Errorf("grpclimit: no peer in the call's context")
+		}
+		var hops []string
+		if len(c.TrustedProxies) > 0 {
+			md, _ := metadata.FromIncomingContext(ctx)
+			hops = md.Get(header)
+		}
+		a, err := c.Resolve(p.Addr.String(), hops)
+		if err != nil {
+			return "", err
+		}
+		n, err := c.Network(a)
+		if err != nil {
+			return "", err
+		}
+		if n.IsSingleIP() {
+			return n.Addr().String(), nil
+		}
+		return n.String(), nil
+	}
+}
+
+// Metadata returns a KeyFunc that keys calls by the first non-empty value of
+// the named incoming metadata key, such as an API key. A call without one
+// has no key ([ErrNoKey]). Wrap it in [Hashed] to keep secrets out of the
+// store and the logs.
+func Metadata(key string) KeyFunc {
+	key = strings.ToLower(key)
+	return func(ctx context.Context, _ string) (string, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		for _, v := range md.Get(key) {
+			if v != "" {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("%w: no %s metadata", ErrNoKey, key)
+	}
+}
+
+// Method keys calls by their full method name, "/pkg.Service/Method".
+func Method(_ context.Context, fullMethod string) (string, error) {
+	return fullMethod, nil
+}
+
+// WithUser returns a copy of ctx that carries the authenticated user's id,
+// for [User] to key by; an authentication interceptor calls it. It is
+// [httplimit.WithUser].
+func WithUser(ctx context.Context, id string) context.Context {
+	return httplimit.WithUser(ctx, id)
+}
+
+// User keys calls by the authenticated user that [WithUser] put in the
+// context. A call without one has no key ([ErrNoKey]).
+func User(ctx context.Context, _ string) (string, error) {
+	if id, ok := httplimit.UserFrom(ctx); ok {
+		return id, nil
+	}
+	return "", fmt.Errorf("%w: no authenticated user", ErrNoKey)
+}
+
+// Static returns a KeyFunc that gives every call the same key.
+func Static(key string) KeyFunc {
+	return func(context.Context, string) (string, error) { return key, nil }
+}
+
+// Compose returns a KeyFunc whose key is made of the keys of all of keys, in
+// order, joined by '|' with each part's '%' and '|' percent-escaped, so that
+// no choice of parts can forge another combination. If any part has no key,
+// the composition has none.
+func Compose(keys ...KeyFunc) KeyFunc {
+	keys = append([]KeyFunc(nil), keys...)
+	return func(ctx context.Context, method string) (string, error) {
+		var b strings.Builder
+		for i, kf := range keys {
+			k, err := kf(ctx, method)
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			b.WriteString(strings.NewReplacer("%", "%25", "|", "%7C").Replace(k))
+		}
+		return b.String(), nil
+	}
+}
+
+// Or returns a KeyFunc that uses the first of keys that has a key for the
+// call, prefixed by its position ("0:", "1:", ...) so that one kind of key
+// cannot reach the allowance of another. If none has a key, Or has none.
+func Or(keys ...KeyFunc) KeyFunc {
+	keys = append([]KeyFunc(nil), keys...)
+	return func(ctx context.Context, method string) (string, error) {
+		for i, kf := range keys {
+			k, err := kf(ctx, method)
+			if err == nil {
+				return strconv.Itoa(i) + ":" + k, nil
+			}
+			if !isNoKey(err) {
+				return "", err
+			}
+		}
+		return "", fmt.Errorf("%w: no alternative applies", ErrNoKey)
+	}
+}
+
+// Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
+// key's, in hex, as [httplimit.Hashed].
+func Hashed(key KeyFunc) KeyFunc {
+	return func(ctx context.Context, method string) (string, error) {
+		k, err := key(ctx, method)
+		if err != nil {
+			return "", err
+		}
+		sum := sha256.Sum256([]byte(k))
+		return hex.EncodeToString(sum[:16]), nil
+	}
+}

@@ -1,0 +1,102 @@
+// Package httplimit rate limits HTTP servers: a [net/http] middleware that
+// works with any router built on [http.Handler] (the Go 1.22 mux, chi,
+// gorilla), the standard rate-limit header fields, and problem responses.
+//
+//	ip, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: proxies})
+//	...
+//	limits, err := httplimit.New(store, httplimit.Options{},
+//		httplimit.Rule{Name: "ip", Limit: redlimit.PerSecond(10), Key: ip},
+//		httplimit.Rule{Name: "key", Limit: redlimit.PerMinute(1000), Key: httplimit.Hashed(httplimit.Header("X-API-Key"))},
+//	)
+//	...
+//	http.ListenAndServe(addr, limits.Handle(mux))
+//
+// # Rules and keys
+//
+// A [Middleware] holds one or more [Rule]s, each a named [redlimit.Limit]
+// with a [KeyFunc] that says whose allowance a request draws on. The key
+// functions provided are [ClientIP] (by client network, see below),
+// [Header] (an API key), [User] (the authenticated user that [WithUser] put
+// in the request's context), [Route] and [MuxRoute] (the mux pattern), and
+// [Static] (one allowance for all). [Compose] combines several into one key,
+// escaping the parts so that none can forge another combination; [Or] takes
+// the first that applies; [Hashed] keeps secrets out of the store and logs.
+//
+// A key function that finds nothing to key by (no API key header, no user)
+// returns [ErrNoKey], and its rule is skipped for that request: per-key
+// limits for clients that send a key, [Or] for a fallback such as the client
+// IP. Any other error refuses the request, by default with 400 (see
+// [Options].OnError).
+//
+// The store key of a request is the rule's name, ':' and the key, so rules
+// never share state unless they share a name. Limits for a single route go
+// on a middleware around that route's handler, or on the shared middleware
+// with a key function that returns [ErrNoKey] for other routes, which keeps
+// one decision per request.
+//
+// # Client IP
+//
+// [ClientIP] takes the client's address from the connection (RemoteAddr)
+// only, unless the connection comes from a trusted proxy network
+// (TrustedProxies). Then it reads X-Forwarded-For, or Forwarded (RFC 7239)
+// if so configured, from right to left, and takes the right-most address
+// that is not a trusted proxy: a client can put anything in the header, but
+// not to the right of what the proxies appended. IPv6 clients are grouped
+// by /64 and IPv4 ones stand alone by default, so that one host cannot
+// rotate through its addresses; IPv4-mapped IPv6 addresses count as IPv4.
+//
+// # Several limits
+//
+// The enforced rules that apply to a request are decided together, in one
+// [redlimit.Limiter.AllowAll] call: the request passes only if every rule
+// allows it, and a request denied by any rule consumes none of them.
+//
+// # Responses
+//
+// Every response to a request that a rule applied to carries rate-limit
+// header fields, selected by [Options].Headers:
+//
+//   - RateLimit-Policy and RateLimit, in the syntax of
+//     draft-ietf-httpapi-ratelimit-headers-10: RateLimit-Policy lists each
+//     rule that applied ("ip";q=10;w=1, "key";q=1000;w=60) and RateLimit
+//     gives the remaining quota r and reset time t of the one closest to
+//     running out ("ip";r=3;t=1);
+//   - X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset, for
+//     that same rule.
+//
+// The rule closest to running out is the one [redlimit.Decision.Tightest]
+// picks. Times are whole seconds, rounded up: t and X-RateLimit-Reset are
+// how long until the rule is back to its full allowance, or, on a denial,
+// until the request could pass. See [PolicyOf] and [ServiceLimitOf] for the
+// details, and [ParseRateLimit] and [ParseRateLimitPolicy] to read the
+// fields back.
+//
+// A denied request gets 429 (Too Many Requests), Retry-After in whole
+// seconds rounded up, and an RFC 9457 application/problem+json body of type
+// quota-exceeded naming the rules that denied it and when to retry (see
+// [WriteDenial] and [Problem]). [Options].OnDenied replaces the status and
+// body. A request that can never pass (its cost above the limit's capacity,
+// which New rules out for its own rules) gets 429 without Retry-After.
+//
+// # Shadow mode
+//
+// A rule with Shadow set is a dry run: it is decided and counted, a request
+// it would deny is logged, and it takes part in the header fields, but it
+// never denies. Shadow rules are decided after the enforced ones, and only
+// for requests those allow, so they never make enforced rules consume or
+// refuse anything; each shadow rule counts the requests served as if it
+// alone were added to the enforced rules.
+//
+// # Failures
+//
+// When the limiter fails (Redis unreachable, a deadline), the middleware
+// serves the request without limits and logs the error: it fails open.
+// With [Options].FailClosed it answers 503 (Service Unavailable) instead. A
+// resilient limiter in front of the store can decide more finely; this is
+// the last line.
+//
+// # Clients
+//
+// Package [github.com/redlimit/redlimit/backoff] has an [http.RoundTripper]
+// that honours Retry-After and can pace itself by the RateLimit field.
+package httplimit

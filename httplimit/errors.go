@@ -1,0 +1,36 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNoKey is returned, wrapped, by a [KeyFunc] when its rule does not
+	// apply to a request: the rule is skipped for that request.
+	ErrNoKey = errors.New("httplimit: no key for the request")
+	// ErrNoRules reports a middleware made without rules.
+	ErrNoRules = errors.New("httplimit: no rules")
+	// ErrInvalidRule reports a rule that cannot be used: a bad name, a
+	// missing key function, a bad cost or too many rules. Invalid limits
+	// wrap the redlimit sentinel errors instead.
+	ErrInvalidRule = errors.New("httplimit: invalid rule")
+)
+
+// isNoKey reports whether err means "this rule does not apply".
+func isNoKey(err error) bool { return errors.Is(err, ErrNoKey) }
+
+// A KeyError reports that the key function of a rule failed for a request
+// with an error other than [ErrNoKey]. [Options].OnError receives it.
+type KeyError struct {
+	Rule string // the rule's name
+	Err  error  // what its KeyFunc returned
+}
+
+// Error returns a message naming the rule.
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("httplimit: key of rule %q: %v", e.Rule, e.Err)
+}
+
+// Unwrap returns the key function's error.
+func (e *KeyError) Unwrap() error { return e.Err }

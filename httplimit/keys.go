@@ -1,0 +1,167 @@
+package httplimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// A KeyFunc returns the key a rule counts a request under: requests with the
+// same key share one allowance. It returns an error wrapping [ErrNoKey] when
+// the rule does not apply to the request (a missing header, no user); the
+// rule is then skipped for that request. Any other error stops the request:
+// see [Options].OnError. A KeyFunc must be safe for concurrent use.
+type KeyFunc func(*http.Request) (string, error)
+
+// Header returns a KeyFunc that keys requests by the value of the named
+// header, such as an API key. A request without the header, or with an empty
+// value, has no key ([ErrNoKey]): the rule is skipped, unless [Or] gives a
+// fallback. Wrap it in [Hashed] to keep secrets out of the store and the logs.
+func Header(name string) KeyFunc {
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) (string, error) {
+		if v := r.Header.Get(name); v != "" {
+			return v, nil
+		}
+		return "", fmt.Errorf("%w: no %s header", ErrNoKey, name)
+	}
+}
+
+type userKey struct{}
+
+// WithUser returns a copy of ctx that carries the authenticated user's id,
+// for [User] to key by. Authentication middleware calls it before the rate
+// limiter runs:
+//
+//	next.ServeHTTP(w, r.WithContext(httplimit.WithUser(r.Context(), id)))
+func WithUser(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, userKey{}, id)
+}
+
+// UserFrom returns the user id that [WithUser] put in ctx, and whether there
+// is a non-empty one.
+func UserFrom(ctx context.Context) (string, bool) {
+	id, _ := ctx.Value(userKey{}).(string)
+	return id, id != ""
+}
+
+// User keys requests by the authenticated user that [WithUser] put in the
+// request's context. A request without one has no key ([ErrNoKey]).
+func User(r *http.Request) (string, error) {
+	if id, ok := UserFrom(r.Context()); ok {
+		return id, nil
+	}
+	return "", fmt.Errorf("%w: no authenticated user", ErrNoKey)
+}
+
+// Route keys requests by their route: the pattern that an [http.ServeMux]
+// matched (Request.Pattern, such as "GET /items/{id}"), which is set when the
+// middleware wraps a handler registered on the mux. Otherwise, as when the
+// middleware wraps the whole mux, it falls back to the method and the path
+// ("GET /items/42"), which gives every path its own key; use [MuxRoute]
+// there instead.
+func Route(r *http.Request) (string, error) {
+	if r.Pattern != "" {
+		return r.Pattern, nil
+	}
+	return r.Method + " " + r.URL.Path, nil
+}
+
+// MuxRoute returns a KeyFunc that keys requests by the pattern mux routes them
+// to, for a middleware that wraps the whole mux and so runs before the mux
+// has set Request.Pattern. A request that matches no pattern has no key
+// ([ErrNoKey]).
+func MuxRoute(mux *http.ServeMux) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		if r.Pattern != "" {
+			return r.Pattern, nil
+		}
+		if _, p := mux.Handler(r); p != "" {
+			return p, nil
+		}
+		return "", fmt.Errorf("%w: no route matches %s %s", ErrNoKey, r.Method, r.URL.Path)
+	}
+}
+
+// Static returns a KeyFunc that gives every request the same key: one
+// allowance shared by all, such as a global limit, or a fallback for [Or].
+func Static(key string) KeyFunc {
+	return func(*http.Request) (string, error) { return key, nil }
+}
+
+// Compose returns a KeyFunc whose key is made of the keys of all of keys, in
+// order, such as a client IP and a route. The parts are joined by '|' with
+// each part's '%' and '|' percent-escaped, so no choice of parts can forge
+// another combination. If any part has no key, the composition has none.
+func Compose(keys ...KeyFunc) KeyFunc {
+	keys = append([]KeyFunc(nil), keys...)
+	return func(r *http.Request) (string, error) {
+		var b strings.Builder
+		for i, kf := range keys {
+			k, err := kf(r)
+			if err != nil {
+				return "", err
+			}
+			if i > 0 {
+				b.WriteByte('|')
+			}
+			writeEscaped(&b, k)
+		}
+		return b.String(), nil
+	}
+}
+
+// Or returns a KeyFunc that uses the first of keys that has a key for the
+// request: Or(Header("X-API-Key"), RemoteIP) keys by API key, or by client
+// IP when there is none. Each key is prefixed by the position of the KeyFunc
+// that made it ("0:", "1:", ...), so a client cannot use one kind of key
+// to reach the allowance of another (an API key spelling someone's IP).
+// Errors other than [ErrNoKey] are returned at once. If none has a key, Or
+// has none.
+func Or(keys ...KeyFunc) KeyFunc {
+	keys = append([]KeyFunc(nil), keys...)
+	return func(r *http.Request) (string, error) {
+		for i, kf := range keys {
+			k, err := kf(r)
+			if err == nil {
+				return strconv.Itoa(i) + ":" + k, nil
+			}
+			if !isNoKey(err) {
+				return "", err
+			}
+		}
+		return "", fmt.Errorf("%w: no alternative applies", ErrNoKey)
+	}
+}
+
+// Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
+// key's, in hex: fixed in size, and neither the store nor the logs see the
+// original (an API key, a token).
+func Hashed(key KeyFunc) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		k, err := key(r)
+		if err != nil {
+			return "", err
+		}
+		sum := sha256.Sum256([]byte(k))
+		return hex.EncodeToString(sum[:16]), nil
+	}
+}
+
+// writeEscaped writes s with '%' and '|' percent-escaped.
+func writeEscaped(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '%':
+			b.WriteString("%25")
+		case '|':
+			b.WriteString("%7C")
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package httplimit
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Options configures a [Middleware]. The zero value is the default: both
+// header families, a 429 problem+json body on denial, a 400 or 503 problem
+// on errors, fail open, and slog.Default for logs.
+type Options struct {
+	// Headers selects the rate-limit header fields set on every response
+	// that at least one rule applied to. The zero value is AllHeaders.
+	Headers Headers
+
+	// OnDenied writes the response to a denied request. The middleware has
+	// already set the rate-limit fields and Retry-After. nil means
+	// [WriteDenial]: 429 with an RFC 9457 problem body.
+	OnDenied func(w http.ResponseWriter, r *http.Request, d Denial)
+
+	// OnError writes the response when the request cannot be decided: a
+	// rule's key function failed (err is a *[KeyError]), or the limiter
+	// failed and FailClosed is set. nil means [WriteError].
+	OnError func(w http.ResponseWriter, r *http.Request, err error)
+
+	// FailClosed makes a limiter error (Redis unreachable, a deadline)
+	// refuse the request through OnError, by default with 503. Otherwise
+	// the request is served without limits, and the error logged: failing
+	// open. A resilient limiter in front of the store can choose more
+	// finely; this is the last line.
+	FailClosed bool
+
+	// Logger receives limiter errors (level Error), shadow rules that would
+	// deny (Info), key errors (Warn) and denials (Debug). nil means
+	// slog.Default() at the time of logging.
+	Logger *slog.Logger
+}
+
+// Middleware rate limits the requests of the handlers it wraps. Make one
+// with [New]; it is safe for concurrent use.
+type Middleware struct {
+	lim      redlimit.Limiter
+	opts     Options
+	rules    []Rule
+	policies []string // the RateLimit-Policy item of each rule
+}
+
+// New returns a middleware that decides every request against rules with
+// lim. It reports an error wrapping [ErrNoRules] for no rules,
+// [ErrInvalidRule] for a bad name, key function or cost, and the redlimit
+// sentinel errors for a bad limit.
+func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error) {
+	if lim == nil {
+		return nil, errors.New("httplimit: nil limiter")
+	}
+	if !opts.Headers.valid() {
+		return nil, errors.New("httplimit: unknown Headers value")
+	}
+	rs, err := validateRules(rules)
+	if err != nil {
+		return nil, err
+	}
+	m := &Middleware{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs))}
+	for i, r := range rs {
+		m.policies[i] = PolicyOf(r.Name, r.Limit).String()
+	}
+	return m, nil
+}
+
+// Handle returns next wrapped by the middleware. Requests that every enforced
+// rule allows reach next, with the rate-limit header fields already set;
+// the others get the response of OnDenied.
+func (m *Middleware) Handle(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
+}
+
+func (m *Middleware) logger() *slog.Logger {
+	if m.opts.Logger != nil {
+		return m.opts.Logger
+	}
+	return slog.Default()
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	ctx := r.Context()
+	rules := make([]applied, 0, len(m.rules))
+	policy := make([]string, 0, len(m.rules))
+	for i := range m.rules {
+		rule := &m.rules[i]
+		k, err := rule.Key(r)
+		if err == nil && k == "" {
+			err = errors.New("the key function returned an empty key")
+		}
+		if err != nil {
+			if isNoKey(err) {
+				continue
+			}
+			kerr := &KeyError{Rule: rule.Name, Err: err}
+			m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed", requestAttrs(r, slog.Any("err", kerr))...)
+			m.onError(w, r, kerr)
+			return
+		}
+		rules = append(rules, applied{rule: rule, key: rule.Name + ":" + k})
+		policy = append(policy, m.policies[i])
+	}
+	if len(rules) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+
+	out, err := decide(ctx, m.lim, m.logger(), rules, requestAttrs(r))
+	if err != nil {
+		if m.opts.FailClosed {
+			m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; refusing the request", requestAttrs(r, slog.Any("err", err))...)
+			m.onError(w, r, err)
+			return
+		}
+		m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; serving the request unlimited", requestAttrs(r, slog.Any("err", err))...)
+		next.ServeHTTP(w, r)
+		return
+	}
+
+	h := w.Header()
+	m.setHeaders(h, policy, rules, &out)
+	if out.allowed {
+		next.ServeHTTP(w, r)
+		return
+	}
+	d := denial(rules, &out)
+	if d.RetryAfter != redlimit.Never {
+		h.Set(HeaderRetryAfter, strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10))
+	}
+	m.logger().LogAttrs(ctx, slog.LevelDebug, "httplimit: denied", requestAttrs(r,
+		slog.String("rule", d.Rule), slog.Duration("retry_after", d.RetryAfter))...)
+	if m.opts.OnDenied != nil {
+		m.opts.OnDenied(w, r, d)
+		return
+	}
+	WriteDenial(w, r, d)
+}
+
+func (m *Middleware) onError(w http.ResponseWriter, r *http.Request, err error) {
+	if m.opts.OnError != nil {
+		m.opts.OnError(w, r, err)
+		return
+	}
+	WriteError(w, r, err)
+}
+
+// setHeaders sets the selected rate-limit fields: RateLimit-Policy lists
+// every rule that applied; RateLimit and X-RateLimit-* describe the one
+// closest to running out.
+func (m *Middleware) setHeaders(h http.Header, policy []string, rules []applied, out *outcome) {
+	sel := m.opts.Headers
+	if sel == NoHeaders {
+		return
+	}
+	t := out.tightest()
+	if sel.draft() {
+		h.Set(HeaderRateLimitPolicy, strings.Join(policy, ", "))
+	}
+	if t < 0 {
+		return
+	}
+	res := out.results[t]
+	sl := ServiceLimitOf(rules[t].rule.Name, res)
+	if sel.draft() {
+		h.Set(HeaderRateLimit, sl.String())
+	}
+	if sel.x() {
+		h.Set(HeaderXRateLimitLimit, strconv.FormatInt(res.Limit, 10))
+		h.Set(HeaderXRateLimitRemaining, strconv.FormatInt(sl.Remaining, 10))
+		if sl.Reset >= 0 {
+			h.Set(HeaderXRateLimitReset, strconv.FormatInt(int64(sl.Reset/time.Second), 10))
+		}
+	}
+}
+
+// denial describes the enforced denial in out.
+func denial(rules []applied, out *outcome) Denial {
+	d := Denial{RetryAfter: out.retryAfter}
+	worst := -1
+	for i, a := range rules {
+		if a.rule.Shadow || !out.decided[i] || out.results[i].Allowed {
+			continue
+		}
+		d.Violated = append(d.Violated, a.rule.Name)
+		if worst < 0 || out.results[i].RetryAfter > out.results[worst].RetryAfter {
+			worst = i
+		}
+	}
+	if worst >= 0 {
+		d.Rule, d.Limit, d.Result = rules[worst].rule.Name, rules[worst].rule.Limit, out.results[worst]
+	}
+	return d
+}
+
+// requestAttrs returns the log attributes of r, then extra.
+func requestAttrs(r *http.Request, extra ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}, extra...)
+}
