@@ -54,6 +54,7 @@ type Server struct {
 	extra    []string // extra redis-server flags
 	password string   // from --requirepass, used by Do
 	cluster  bool
+	sentinel string // the sentinel configuration, for a sentinel
 
 	opMu sync.Mutex // serializes Kill, Restart, Pause, Resume, Stop
 
@@ -218,6 +219,19 @@ func (s *Server) Stop() {
 
 // args returns the redis-server command line.
 func (s *Server) args() []string {
+	if s.sentinel != "" {
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		// Sentinel rewrites its file; a restart starts from the original.
+		_ = os.WriteFile(conf, []byte(s.sentinel), 0o600)
+		return []string{conf, "--sentinel",
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--dir", s.dir,
+			"--daemonize", "no",
+			"--protected-mode", "no",
+			"--logfile", filepath.Join(s.dir, "redis.log"),
+		}
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -370,6 +384,12 @@ func StartServer(args ...string) (*Server, error) {
 // startServer creates the temp dir and starts the server, retrying with a
 // new port up to startAttempts times.
 func startServer(cluster bool, extra []string) (*Server, error) {
+	return start(&Server{cluster: cluster, extra: append([]string(nil), extra...), password: passwordFrom(extra)})
+}
+
+// start launches s, filled in but for its directory, binary and port.
+func start(s *Server) (*Server, error) {
+	cluster := s.cluster
 	bin, _, err := binaries()
 	if err != nil {
 		return nil, err
@@ -378,13 +398,7 @@ func startServer(cluster bool, extra []string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{
-		dir:      dir,
-		bin:      bin,
-		extra:    append([]string(nil), extra...),
-		password: passwordFrom(extra),
-		cluster:  cluster,
-	}
+	s.dir, s.bin = dir, bin
 	var errs []string
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		s.port, err = pickPort(cluster)
