@@ -1,17 +1,12 @@
 package grpclimit_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
@@ -20,8 +15,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/memory"
-	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/internal/ruleset/rulesettest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -36,33 +30,15 @@ type backend struct {
 // test's own, both reading now (or the real clock if now is nil).
 func backends(t *testing.T, now func() time.Time) []backend {
 	t.Helper()
-	var mopts []memory.Option
-	var ropts []redisstore.Option
-	if now != nil {
-		mopts = append(mopts, memory.WithClock(now))
-		ropts = append(ropts, redisstore.WithClock(now))
-	}
-	mem, err := memory.New(mopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mem.Close() })
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redistest.Shared(t).Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatalf("rueidis client: %v", err)
-	}
-	t.Cleanup(c.Close)
-	rs, err := redisstore.New(c, append(ropts, redisstore.WithPrefix(fmt.Sprintf("grpclimit-t%x:", rand.Uint64())))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []backend{{"memory", mem}, {"redis", rs}}
+	s := rulesettest.NewStores(t, "grpclimit", now)
+	return []backend{{"memory", s.Memory}, {"redis", s.Redis}}
 }
 
-func fixedNow() func() time.Time {
-	t0 := time.Now().Truncate(time.Second)
-	return func() time.Time { return t0 }
-}
+// fixedNow returns a clock that stands still at the current second.
+var fixedNow = rulesettest.FixedNow
+
+// newLogger returns a logger of every level and its output.
+var newLogger = rulesettest.NewLogger
 
 // countingHealth is the standard health service that counts the calls and
 // streams its handlers see.
@@ -121,28 +97,6 @@ func mustNew(t *testing.T, lim redlimit.Limiter, opts grpclimit.Options, rules .
 		t.Fatal(err)
 	}
 	return in
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	var buf logBuffer
-	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
 }
 
 func ctxTimeout(t *testing.T) context.Context {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // Metadata keys of the rate-limit fields: those of httplimit, lower-case.
@@ -58,8 +59,8 @@ type Options struct {
 type Interceptor struct {
 	lim      redlimit.Limiter
 	opts     Options
-	rules    []Rule
-	policies []string
+	rules    *ruleset.Set[call]
+	policies []string // the ratelimit-policy item of each rule
 }
 
 // New returns an interceptor that decides every call against rules with lim.
@@ -73,12 +74,12 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Interceptor, error
 	if opts.Metadata > httplimit.NoHeaders {
 		return nil, errors.New("grpclimit: unknown Metadata value")
 	}
-	rs, err := validateRules(rules)
+	rs, err := newRuleSet(rules)
 	if err != nil {
 		return nil, err
 	}
-	in := &Interceptor{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs))}
-	for i, r := range rs {
+	in := &Interceptor{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs.Rules))}
+	for i, r := range rs.Rules {
 		in.policies[i] = httplimit.PolicyOf(r.Name, r.Limit).String()
 	}
 	return in, nil
@@ -126,28 +127,15 @@ func (in *Interceptor) logger() *slog.Logger {
 // check decides a call and returns the metadata to send, and the status
 // error that refuses it, if it is refused.
 func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, error) {
-	rules := make([]applied, 0, len(in.rules))
-	policy := make([]string, 0, len(in.rules))
-	for i := range in.rules {
-		rule := &in.rules[i]
-		k, err := rule.Key(ctx, method)
-		if err == nil && k == "" {
-			err = errors.New("the key function returned an empty key")
-		}
-		if err != nil {
-			if isNoKey(err) {
-				continue
-			}
-			in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed", slog.String("method", method), slog.String("rule", rule.Name), slog.Any("err", err))
-			return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call cannot be keyed for rate limit %q", rule.Name)
-		}
-		rules = append(rules, applied{rule: rule, key: rule.Name + ":" + k})
-		policy = append(policy, in.policies[i])
+	applied, bad, err := in.rules.Apply(call{ctx, method})
+	if err != nil {
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed", slog.String("method", method), slog.String("rule", bad.Name), slog.Any("err", err))
+		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call cannot be keyed for rate limit %q", bad.Name)
 	}
-	if len(rules) == 0 {
+	if len(applied) == 0 {
 		return nil, nil
 	}
-	out, err := decide(ctx, in.lim, in.logger(), rules, []slog.Attr{slog.String("method", method)})
+	out, err := in.rules.Decide(ctx, in.lim, in.logger(), applied, []slog.Attr{slog.String("method", method)})
 	if err != nil {
 		if in.opts.FailClosed {
 			in.logger().LogAttrs(ctx, slog.LevelError, "grpclimit: limiter failed; refusing the call", slog.String("method", method), slog.Any("err", err))
@@ -156,20 +144,20 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 		in.logger().LogAttrs(ctx, slog.LevelError, "grpclimit: limiter failed; serving the call unlimited", slog.String("method", method), slog.Any("err", err))
 		return nil, nil
 	}
-	md := in.metadata(policy, rules, &out)
-	if out.allowed {
+	md := in.metadata(&out)
+	if out.Allowed {
 		return md, nil
 	}
-	if out.retryAfter != redlimit.Never {
-		md = metadata.Join(md, metadata.Pairs(MDRetryAfter, strconv.FormatInt(max(1, ceilSeconds(out.retryAfter)), 10)))
+	if out.RetryAfter != redlimit.Never {
+		md = metadata.Join(md, metadata.Pairs(MDRetryAfter, strconv.FormatInt(ruleset.RetryAfterSeconds(out.RetryAfter), 10)))
 	}
-	st := denialStatus(rules, &out)
+	st := denialStatus(&out)
 	in.logger().LogAttrs(ctx, slog.LevelDebug, "grpclimit: denied", slog.String("method", method), slog.String("status", st.Message()))
 	return md, st.Err()
 }
 
 // metadata returns the selected rate-limit fields, as httplimit sets them.
-func (in *Interceptor) metadata(policy []string, rules []applied, out *outcome) metadata.MD {
+func (in *Interceptor) metadata(out *ruleset.Outcome[call]) metadata.MD {
 	sel := in.opts.Metadata
 	if sel == httplimit.NoHeaders {
 		return nil
@@ -178,14 +166,18 @@ func (in *Interceptor) metadata(policy []string, rules []applied, out *outcome) 
 	x := sel == httplimit.AllHeaders || sel == httplimit.XHeaders
 	md := metadata.MD{}
 	if draft {
+		policy := make([]string, len(out.Applied))
+		for i, a := range out.Applied {
+			policy[i] = in.policies[a.Index]
+		}
 		md.Set(MDRateLimitPolicy, strings.Join(policy, ", "))
 	}
-	t := out.tightest()
+	t := out.Tightest()
 	if t < 0 {
 		return md
 	}
-	res := out.results[t]
-	sl := httplimit.ServiceLimitOf(rules[t].rule.Name, res)
+	res := out.Results[t]
+	sl := httplimit.ServiceLimitOf(out.Applied[t].Rule.Name, res)
 	if draft {
 		md.Set(MDRateLimit, sl.String())
 	}
@@ -202,32 +194,27 @@ func (in *Interceptor) metadata(policy []string, rules []applied, out *outcome) 
 // denialStatus returns the status of a denied call: ResourceExhausted, with a
 // QuotaFailure detail naming every enforced rule that denied and a RetryInfo
 // detail saying when to retry (none when the call can never pass).
-func denialStatus(rules []applied, out *outcome) *status.Status {
+func denialStatus(out *ruleset.Outcome[call]) *status.Status {
 	qf := &errdetails.QuotaFailure{}
-	worst := -1
-	for i, a := range rules {
-		if a.rule.Shadow || !out.decided[i] || out.results[i].Allowed {
-			continue
-		}
+	denied, worst := out.Denied()
+	for _, i := range denied {
+		r := out.Applied[i].Rule
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
-			Subject:     a.rule.Name,
-			Description: fmt.Sprintf("rate limit %q (%s) exceeded", a.rule.Name, a.rule.Limit),
+			Subject:     r.Name,
+			Description: fmt.Sprintf("rate limit %q (%s) exceeded", r.Name, r.Limit),
 		})
-		if worst < 0 || out.results[i].RetryAfter > out.results[worst].RetryAfter {
-			worst = i
-		}
 	}
 	name, limit := "", redlimit.Limit{}
 	if worst >= 0 {
-		name, limit = rules[worst].rule.Name, rules[worst].rule.Limit
+		name, limit = out.Applied[worst].Rule.Name, out.Applied[worst].Rule.Limit
 	}
 	var st *status.Status
 	details := []protoadapt.MessageV1{qf}
-	if out.retryAfter == redlimit.Never {
+	if out.RetryAfter == redlimit.Never {
 		st = status.Newf(codes.ResourceExhausted, "rate limit %q (%s) exceeded: the call costs more than the limit ever allows", name, limit)
 	} else {
-		delay := out.retryAfter.Truncate(retryDelayResolution)
-		if delay < out.retryAfter {
+		delay := out.RetryAfter.Truncate(retryDelayResolution)
+		if delay < out.RetryAfter {
 			delay += retryDelayResolution
 		}
 		st = status.Newf(codes.ResourceExhausted, "rate limit %q (%s) exceeded: retry after %s", name, limit, delay)
@@ -237,16 +224,4 @@ func denialStatus(rules []applied, out *outcome) *status.Status {
 		st = withDetails
 	}
 	return st
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
 }

@@ -2,17 +2,15 @@ package grpclimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"strconv"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // A KeyFunc returns the key a rule counts a call under, from the call's
@@ -119,52 +117,41 @@ func Static(key string) KeyFunc {
 // order, joined by '|' with each part's '%' and '|' percent-escaped, so that
 // no choice of parts can forge another combination. If any part has no key,
 // the composition has none.
-func Compose(keys ...KeyFunc) KeyFunc {
-	keys = append([]KeyFunc(nil), keys...)
-	return func(ctx context.Context, method string) (string, error) {
-		var b strings.Builder
-		for i, kf := range keys {
-			k, err := kf(ctx, method)
-			if err != nil {
-				return "", err
-			}
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			b.WriteString(strings.NewReplacer("%", "%25", "|", "%7C").Replace(k))
-		}
-		return b.String(), nil
-	}
-}
+func Compose(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Compose(ofCalls(keys)...)) }
 
 // Or returns a KeyFunc that uses the first of keys that has a key for the
 // call, prefixed by its position ("0:", "1:", ...) so that one kind of key
 // cannot reach the allowance of another. If none has a key, Or has none.
-func Or(keys ...KeyFunc) KeyFunc {
-	keys = append([]KeyFunc(nil), keys...)
-	return func(ctx context.Context, method string) (string, error) {
-		for i, kf := range keys {
-			k, err := kf(ctx, method)
-			if err == nil {
-				return strconv.Itoa(i) + ":" + k, nil
-			}
-			if !isNoKey(err) {
-				return "", err
-			}
-		}
-		return "", fmt.Errorf("%w: no alternative applies", ErrNoKey)
-	}
-}
+func Or(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Or(ErrNoKey, ofCalls(keys)...)) }
 
 // Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
 // key's, in hex, as [httplimit.Hashed].
-func Hashed(key KeyFunc) KeyFunc {
-	return func(ctx context.Context, method string) (string, error) {
-		k, err := key(ctx, method)
-		if err != nil {
-			return "", err
-		}
-		sum := sha256.Sum256([]byte(k))
-		return hex.EncodeToString(sum[:16]), nil
+func Hashed(key KeyFunc) KeyFunc { return fromCall(ruleset.Hashed(key.ofCall())) }
+
+// call is what a KeyFunc reads, as the one request value of the rule engine.
+type call struct {
+	ctx    context.Context
+	method string // the full method name
+}
+
+// ofCall returns k as a key function of a call; nil for nil.
+func (k KeyFunc) ofCall() func(call) (string, error) {
+	if k == nil {
+		return nil
 	}
+	return func(c call) (string, error) { return k(c.ctx, c.method) }
+}
+
+// ofCalls returns keys as key functions of a call.
+func ofCalls(keys []KeyFunc) []func(call) (string, error) {
+	out := make([]func(call) (string, error), len(keys))
+	for i, k := range keys {
+		out[i] = k.ofCall()
+	}
+	return out
+}
+
+// fromCall returns the KeyFunc of a key function of a call.
+func fromCall(f func(call) (string, error)) KeyFunc {
+	return func(ctx context.Context, method string) (string, error) { return f(call{ctx, method}) }
 }

@@ -2,10 +2,10 @@ package grpclimit
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // ErrNoKey is returned, wrapped, by a [KeyFunc] when its rule does not apply
@@ -42,58 +42,21 @@ type Rule struct {
 	Shadow bool
 }
 
-const maxNameLen = 64
-
-func validateRules(rules []Rule) ([]Rule, error) {
-	if len(rules) == 0 {
-		return nil, ErrNoRules
-	}
-	out := make([]Rule, len(rules))
-	seen := make(map[string]bool, len(rules))
-	enforced, shadow := 0, 0
-	for i, r := range rules {
-		if err := validName(r.Name); err != nil {
-			return nil, err
-		}
-		if seen[r.Name] {
-			return nil, fmt.Errorf("%w: two rules are named %q", ErrInvalidRule, r.Name)
-		}
-		seen[r.Name] = true
-		if err := r.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("grpclimit: rule %q: %w", r.Name, err)
-		}
-		if r.Key == nil {
-			return nil, fmt.Errorf("%w: rule %q has no key function", ErrInvalidRule, r.Name)
-		}
-		if r.Cost == 0 {
-			r.Cost = 1
-		}
-		if r.Cost < 1 || r.Cost > r.Limit.Max() {
-			return nil, fmt.Errorf("%w: rule %q: cost %d is not in 1..%d, so no call could pass", ErrInvalidRule, r.Name, r.Cost, r.Limit.Max())
-		}
-		if r.Shadow {
-			shadow++
-		} else {
-			enforced++
-		}
-		out[i] = r
-	}
-	if enforced > redlimit.MaxRequests || shadow > redlimit.MaxRequests {
-		return nil, fmt.Errorf("%w: %d enforced and %d shadow rules, at most %d of each", ErrInvalidRule, enforced, shadow, redlimit.MaxRequests)
-	}
-	return out, nil
+// kind makes the rule engine's errors and messages those of grpclimit.
+var kind = &ruleset.Kind{
+	Pkg:            "grpclimit",
+	Unit:           "call",
+	ErrNoKey:       ErrNoKey,
+	ErrNoRules:     ErrNoRules,
+	ErrInvalidRule: ErrInvalidRule,
 }
 
-func validName(name string) error {
-	if name == "" || len(name) > maxNameLen {
-		return fmt.Errorf("%w: name %q is not 1..%d bytes long", ErrInvalidRule, name, maxNameLen)
+// newRuleSet checks rules as New does and returns them as a rule set, with
+// defaults filled in.
+func newRuleSet(rules []Rule) (*ruleset.Set[call], error) {
+	rs := make([]ruleset.Rule[call], len(rules))
+	for i, r := range rules {
+		rs[i] = ruleset.Rule[call]{Name: r.Name, Limit: r.Limit, Key: r.Key.ofCall(), Cost: r.Cost, Shadow: r.Shadow}
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("%w: name %q holds %q: use letters, digits, '.', '_' and '-'", ErrInvalidRule, name, c)
-		}
-	}
-	return nil
+	return ruleset.New(kind, rs)
 }

@@ -17,9 +17,6 @@ var (
 	ErrInvalidRule = errors.New("httplimit: invalid rule")
 )
 
-// isNoKey reports whether err means "this rule does not apply".
-func isNoKey(err error) bool { return errors.Is(err, ErrNoKey) }
-
 // A KeyError reports that the key function of a rule failed for a request
 // with an error other than [ErrNoKey]. [Options].OnError receives it.
 type KeyError struct {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // Names of the header fields the middleware sets.
@@ -84,7 +85,7 @@ func PolicyOf(name string, l redlimit.Limit) QuotaPolicy {
 func (p QuotaPolicy) String() string {
 	s := quoteString(p.Name) + ";q=" + strconv.FormatInt(p.Quota, 10)
 	if p.Window > 0 {
-		s += ";w=" + strconv.FormatInt(ceilSeconds(p.Window), 10)
+		s += ";w=" + strconv.FormatInt(ruleset.CeilSeconds(p.Window), 10)
 	}
 	return s
 }
@@ -115,12 +116,12 @@ func ServiceLimitOf(name string, res redlimit.Result) ServiceLimit {
 // up to whole seconds; -1 for none.
 func resetOf(res redlimit.Result) time.Duration {
 	if res.Allowed {
-		return time.Duration(ceilSeconds(res.ResetAfter)) * time.Second
+		return time.Duration(ruleset.CeilSeconds(res.ResetAfter)) * time.Second
 	}
 	if res.RetryAfter == redlimit.Never {
 		return -1
 	}
-	return time.Duration(retryAfterSeconds(res.RetryAfter)) * time.Second
+	return time.Duration(ruleset.RetryAfterSeconds(res.RetryAfter)) * time.Second
 }
 
 // String formats l as a structured-field list member: the name as a String,
@@ -128,7 +129,7 @@ func resetOf(res redlimit.Result) time.Duration {
 func (l ServiceLimit) String() string {
 	s := quoteString(l.Name) + ";r=" + strconv.FormatInt(l.Remaining, 10)
 	if l.Reset >= 0 {
-		s += ";t=" + strconv.FormatInt(ceilSeconds(l.Reset), 10)
+		s += ";t=" + strconv.FormatInt(ruleset.CeilSeconds(l.Reset), 10)
 	}
 	return s
 }
@@ -220,22 +221,6 @@ func intParam(it sfItem, key string, required bool, lowest int64) (int64, error)
 	}
 	return n, nil
 }
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
-// retryAfterSeconds returns the Retry-After value for a wait of d: whole
-// seconds rounded up, at least 1, so that a client never retries at once.
-func retryAfterSeconds(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
 
 // joinItems joins formatted list members with ", ".
 func joinItems[T fmt.Stringer](items []T) string {

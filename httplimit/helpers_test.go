@@ -1,17 +1,14 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +17,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/internal/ruleset/rulesettest"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -44,41 +41,18 @@ type peeker struct {
 // if now is nil. They are closed when t ends.
 func backends(t *testing.T, now func() time.Time) []backend {
 	t.Helper()
-	var mopts []memory.Option
-	var ropts []redisstore.Option
-	if now != nil {
-		mopts = append(mopts, memory.WithClock(now))
-		ropts = append(ropts, redisstore.WithClock(now))
-	}
-	mem, err := memory.New(mopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mem.Close() })
-
-	srv := redistest.Shared(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatalf("rueidis client: %v", err)
-	}
-	t.Cleanup(c.Close)
-	prefix := fmt.Sprintf("httplimit-t%x:", rand.Uint64())
-	rs, err := redisstore.New(c, append(ropts, redisstore.WithPrefix(prefix))...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := rulesettest.NewStores(t, "httplimit", now)
 	return []backend{
-		{name: "memory", lim: &peeker{mem}},
-		{name: "redis", lim: &peeker{rs}, redis: srv, prefix: prefix},
+		{name: "memory", lim: &peeker{s.Memory}},
+		{name: "redis", lim: &peeker{s.Redis}, redis: s.Server, prefix: s.Prefix},
 	}
 }
 
-// fixedNow returns a clock that stands still at the current second: limits
-// in the tests that use it are long enough that nothing expires meanwhile.
-func fixedNow() func() time.Time {
-	t0 := time.Now().Truncate(time.Second)
-	return func() time.Time { return t0 }
-}
+// fixedNow returns a clock that stands still at the current second.
+var fixedNow = rulesettest.FixedNow
+
+// newLogger returns a logger of every level and its output.
+var newLogger = rulesettest.NewLogger
 
 // redisKeys lists the keys of b's prefix holding part.
 func (b backend) redisKeys(t *testing.T, part string) []string {
@@ -153,29 +127,6 @@ func decodeProblem(t *testing.T, resp *http.Response, body []byte) httplimit.Pro
 		t.Fatalf("problem body %q: %v", body, err)
 	}
 	return p
-}
-
-// logBuffer is a slog handler's output, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func newLogger() (*slog.Logger, *logBuffer) {
-	var buf logBuffer
-	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
 }
 
 // peek returns what lim would answer for one more unit under key and limit.

@@ -2,12 +2,10 @@ package httplimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
+
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // A KeyFunc returns the key a rule counts a request under: requests with the
@@ -97,23 +95,7 @@ func Static(key string) KeyFunc {
 // order, such as a client IP and a route. The parts are joined by '|' with
 // each part's '%' and '|' percent-escaped, so no choice of parts can forge
 // another combination. If any part has no key, the composition has none.
-func Compose(keys ...KeyFunc) KeyFunc {
-	keys = append([]KeyFunc(nil), keys...)
-	return func(r *http.Request) (string, error) {
-		var b strings.Builder
-		for i, kf := range keys {
-			k, err := kf(r)
-			if err != nil {
-				return "", err
-			}
-			if i > 0 {
-				b.WriteByte('|')
-			}
-			writeEscaped(&b, k)
-		}
-		return b.String(), nil
-	}
-}
+func Compose(keys ...KeyFunc) KeyFunc { return ruleset.Compose(keys...) }
 
 // Or returns a KeyFunc that uses the first of keys that has a key for the
 // request: Or(Header("X-API-Key"), RemoteIP) keys by API key, or by client
@@ -122,46 +104,9 @@ func Compose(keys ...KeyFunc) KeyFunc {
 // to reach the allowance of another (an API key spelling someone's IP).
 // Errors other than [ErrNoKey] are returned at once. If none has a key, Or
 // has none.
-func Or(keys ...KeyFunc) KeyFunc {
-	keys = append([]KeyFunc(nil), keys...)
-	return func(r *http.Request) (string, error) {
-		for i, kf := range keys {
-			k, err := kf(r)
-			if err == nil {
-				return strconv.Itoa(i) + ":" + k, nil
-			}
-			if !isNoKey(err) {
-				return "", err
-			}
-		}
-		return "", fmt.Errorf("%w: no alternative applies", ErrNoKey)
-	}
-}
+func Or(keys ...KeyFunc) KeyFunc { return ruleset.Or(ErrNoKey, keys...) }
 
 // Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
 // key's, in hex: fixed in size, and neither the store nor the logs see the
 // original (an API key, a token).
-func Hashed(key KeyFunc) KeyFunc {
-	return func(r *http.Request) (string, error) {
-		k, err := key(r)
-		if err != nil {
-			return "", err
-		}
-		sum := sha256.Sum256([]byte(k))
-		return hex.EncodeToString(sum[:16]), nil
-	}
-}
-
-// writeEscaped writes s with '%' and '|' percent-escaped.
-func writeEscaped(b *strings.Builder, s string) {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '%':
-			b.WriteString("%25")
-		case '|':
-			b.WriteString("%7C")
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-}
+func Hashed(key KeyFunc) KeyFunc { return ruleset.Hashed(key) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // Options configures a [Middleware]. The zero value is the default: both
@@ -47,7 +48,7 @@ type Options struct {
 type Middleware struct {
 	lim      redlimit.Limiter
 	opts     Options
-	rules    []Rule
+	rules    *ruleset.Set[*http.Request]
 	policies []string // the RateLimit-Policy item of each rule
 }
 
@@ -62,12 +63,12 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error)
 	if !opts.Headers.valid() {
 		return nil, errors.New("httplimit: unknown Headers value")
 	}
-	rs, err := validateRules(rules)
+	rs, err := newRuleSet(rules)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs))}
-	for i, r := range rs {
+	m := &Middleware{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs.Rules))}
+	for i, r := range rs.Rules {
 		m.policies[i] = PolicyOf(r.Name, r.Limit).String()
 	}
 	return m, nil
@@ -89,32 +90,19 @@ func (m *Middleware) logger() *slog.Logger {
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
-	rules := make([]applied, 0, len(m.rules))
-	policy := make([]string, 0, len(m.rules))
-	for i := range m.rules {
-		rule := &m.rules[i]
-		k, err := rule.Key(r)
-		if err == nil && k == "" {
-			err = errors.New("the key function returned an empty key")
-		}
-		if err != nil {
-			if isNoKey(err) {
-				continue
-			}
-			kerr := &KeyError{Rule: rule.Name, Err: err}
-			m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed", requestAttrs(r, slog.Any("err", kerr))...)
-			m.onError(w, r, kerr)
-			return
-		}
-		rules = append(rules, applied{rule: rule, key: rule.Name + ":" + k})
-		policy = append(policy, m.policies[i])
+	applied, bad, err := m.rules.Apply(r)
+	if err != nil {
+		kerr := &KeyError{Rule: bad.Name, Err: err}
+		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed", requestAttrs(r, slog.Any("err", kerr))...)
+		m.onError(w, r, kerr)
+		return
 	}
-	if len(rules) == 0 {
+	if len(applied) == 0 {
 		next.ServeHTTP(w, r)
 		return
 	}
 
-	out, err := decide(ctx, m.lim, m.logger(), rules, requestAttrs(r))
+	out, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
 	if err != nil {
 		if m.opts.FailClosed {
 			m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; refusing the request", requestAttrs(r, slog.Any("err", err))...)
@@ -127,14 +115,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 
 	h := w.Header()
-	m.setHeaders(h, policy, rules, &out)
-	if out.allowed {
+	m.setHeaders(h, &out)
+	if out.Allowed {
 		next.ServeHTTP(w, r)
 		return
 	}
-	d := denial(rules, &out)
+	d := denial(&out)
 	if d.RetryAfter != redlimit.Never {
-		h.Set(HeaderRetryAfter, strconv.FormatInt(retryAfterSeconds(d.RetryAfter), 10))
+		h.Set(HeaderRetryAfter, strconv.FormatInt(ruleset.RetryAfterSeconds(d.RetryAfter), 10))
 	}
 	m.logger().LogAttrs(ctx, slog.LevelDebug, "httplimit: denied", requestAttrs(r,
 		slog.String("rule", d.Rule), slog.Duration("retry_after", d.RetryAfter))...)
@@ -156,20 +144,24 @@ func (m *Middleware) onError(w http.ResponseWriter, r *http.Request, err error) 
 // setHeaders sets the selected rate-limit fields: RateLimit-Policy lists
 // every rule that applied; RateLimit and X-RateLimit-* describe the one
 // closest to running out.
-func (m *Middleware) setHeaders(h http.Header, policy []string, rules []applied, out *outcome) {
+func (m *Middleware) setHeaders(h http.Header, out *ruleset.Outcome[*http.Request]) {
 	sel := m.opts.Headers
 	if sel == NoHeaders {
 		return
 	}
-	t := out.tightest()
+	t := out.Tightest()
 	if sel.draft() {
+		policy := make([]string, len(out.Applied))
+		for i, a := range out.Applied {
+			policy[i] = m.policies[a.Index]
+		}
 		h.Set(HeaderRateLimitPolicy, strings.Join(policy, ", "))
 	}
 	if t < 0 {
 		return
 	}
-	res := out.results[t]
-	sl := ServiceLimitOf(rules[t].rule.Name, res)
+	res := out.Results[t]
+	sl := ServiceLimitOf(out.Applied[t].Rule.Name, res)
 	if sel.draft() {
 		h.Set(HeaderRateLimit, sl.String())
 	}
@@ -183,20 +175,15 @@ func (m *Middleware) setHeaders(h http.Header, policy []string, rules []applied,
 }
 
 // denial describes the enforced denial in out.
-func denial(rules []applied, out *outcome) Denial {
-	d := Denial{RetryAfter: out.retryAfter}
-	worst := -1
-	for i, a := range rules {
-		if a.rule.Shadow || !out.decided[i] || out.results[i].Allowed {
-			continue
-		}
-		d.Violated = append(d.Violated, a.rule.Name)
-		if worst < 0 || out.results[i].RetryAfter > out.results[worst].RetryAfter {
-			worst = i
-		}
+func denial(out *ruleset.Outcome[*http.Request]) Denial {
+	d := Denial{RetryAfter: out.RetryAfter}
+	denied, worst := out.Denied()
+	for _, i := range denied {
+		d.Violated = append(d.Violated, out.Applied[i].Rule.Name)
 	}
 	if worst >= 0 {
-		d.Rule, d.Limit, d.Result = rules[worst].rule.Name, rules[worst].rule.Limit, out.results[worst]
+		w := out.Applied[worst].Rule
+		d.Rule, d.Limit, d.Result = w.Name, w.Limit, out.Results[worst]
 	}
 	return d
 }

@@ -1,13 +1,11 @@
 package httplimit
 
 import (
-	"fmt"
+	"net/http"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
-
-// maxNameLen bounds a rule's name.
-const maxNameLen = 64
 
 // A Rule is one limit that the requests a middleware handles answer to.
 type Rule struct {
@@ -36,67 +34,21 @@ type Rule struct {
 	Shadow bool
 }
 
-// validate checks r and returns it with its defaults filled in.
-func (r Rule) validate() (Rule, error) {
-	if err := validName(r.Name); err != nil {
-		return r, err
-	}
-	if err := r.Limit.Validate(); err != nil {
-		return r, fmt.Errorf("httplimit: rule %q: %w", r.Name, err)
-	}
-	if r.Key == nil {
-		return r, fmt.Errorf("%w: rule %q has no key function", ErrInvalidRule, r.Name)
-	}
-	if r.Cost == 0 {
-		r.Cost = 1
-	}
-	if r.Cost < 1 || r.Cost > r.Limit.Max() {
-		return r, fmt.Errorf("%w: rule %q: cost %d is not in 1..%d, so no request could pass", ErrInvalidRule, r.Name, r.Cost, r.Limit.Max())
-	}
-	return r, nil
+// kind makes the rule engine's errors and messages those of httplimit.
+var kind = &ruleset.Kind{
+	Pkg:            "httplimit",
+	Unit:           "request",
+	ErrNoKey:       ErrNoKey,
+	ErrNoRules:     ErrNoRules,
+	ErrInvalidRule: ErrInvalidRule,
 }
 
-// validName checks a rule name: it goes into limiter keys, structured-field
-// strings and gRPC metadata as it is.
-func validName(name string) error {
-	if name == "" || len(name) > maxNameLen {
-		return fmt.Errorf("%w: name %q is not 1..%d bytes long", ErrInvalidRule, name, maxNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !isAlpha(c) && !isDigit(c) && c != '.' && c != '_' && c != '-' {
-			return fmt.Errorf("%w: name %q holds %q: use letters, digits, '.', '_' and '-'", ErrInvalidRule, name, c)
-		}
-	}
-	return nil
-}
-
-// validateRules checks rules as New does and returns a copy with defaults.
-func validateRules(rules []Rule) ([]Rule, error) {
-	if len(rules) == 0 {
-		return nil, ErrNoRules
-	}
-	out := make([]Rule, len(rules))
-	seen := make(map[string]bool, len(rules))
-	enforced, shadow := 0, 0
+// newRuleSet checks rules as New does and returns them as a rule set, with
+// defaults filled in.
+func newRuleSet(rules []Rule) (*ruleset.Set[*http.Request], error) {
+	rs := make([]ruleset.Rule[*http.Request], len(rules))
 	for i, r := range rules {
-		r, err := r.validate()
-		if err != nil {
-			return nil, err
-		}
-		if seen[r.Name] {
-			return nil, fmt.Errorf("%w: two rules are named %q", ErrInvalidRule, r.Name)
-		}
-		seen[r.Name] = true
-		if r.Shadow {
-			shadow++
-		} else {
-			enforced++
-		}
-		out[i] = r
+		rs[i] = ruleset.Rule[*http.Request]{Name: r.Name, Limit: r.Limit, Key: r.Key, Cost: r.Cost, Shadow: r.Shadow}
 	}
-	if enforced > redlimit.MaxRequests || shadow > redlimit.MaxRequests {
-		return nil, fmt.Errorf("%w: %d enforced and %d shadow rules, at most %d of each", ErrInvalidRule, enforced, shadow, redlimit.MaxRequests)
-	}
-	return out, nil
+	return ruleset.New(kind, rs)
 }

@@ -1,0 +1,162 @@
+// Package ruleset is the rule engine that httplimit and grpclimit share:
+// named rules with a key function over the request type R, their validation,
+// the keying of one request, its decision (the enforced rules together in one
+// [redlimit.Limiter.AllowAll], then the shadow rules), and the key function
+// combinators [Compose], [Or] and [Hashed].
+//
+// R is *http.Request for httplimit and the context and method of a call for
+// grpclimit. The errors and log messages are those of the package a [Kind]
+// describes, so that they read the same as when each package had its own
+// copy.
+package ruleset
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/redlimit/redlimit"
+)
+
+// MaxNameLen bounds a rule's name.
+const MaxNameLen = 64
+
+// A Kind describes the package a rule set works for: the prefix of its
+// messages, what its rules limit, and the sentinel errors its errors wrap.
+type Kind struct {
+	// Pkg begins every message: "httplimit", as in
+	// "httplimit: shadow rule would deny".
+	Pkg string
+	// Unit is what one rule decision is about, "request" or "call".
+	Unit string
+	// ErrNoKey is what a key function returns, wrapped, when its rule does
+	// not apply.
+	ErrNoKey error
+	// ErrNoRules is returned for no rules.
+	ErrNoRules error
+	// ErrInvalidRule is wrapped by errors about a bad name, a missing key
+	// function, a bad cost or too many rules.
+	ErrInvalidRule error
+}
+
+// A Rule is one named limit, and the function that keys a request by it.
+// The packages' exported Rule types convert to it field by field.
+type Rule[R any] struct {
+	// Name identifies the rule: 1 to MaxNameLen ASCII letters, digits,
+	// '.', '_' and '-', unique in a set. It begins the rule's limiter keys.
+	Name string
+	// Limit is how much a key may do.
+	Limit redlimit.Limit
+	// Key returns the key a request counts under, or an error wrapping the
+	// kind's ErrNoKey when the rule does not apply to it.
+	Key func(R) (string, error)
+	// Cost is what one request costs, 1..Limit.Max(); 0 means 1.
+	Cost int64
+	// Shadow makes the rule a dry run: decided after the enforced rules,
+	// only for requests they allow, and never denying.
+	Shadow bool
+}
+
+// A Set is a validated list of rules of one kind.
+type Set[R any] struct {
+	kind *Kind
+	// Rules are the rules given to New, in order, with their defaults
+	// filled in. They must not be changed.
+	Rules []Rule[R]
+}
+
+// New validates rules and returns them as a set. It reports an error
+// wrapping k.ErrNoRules for no rules, k.ErrInvalidRule for a bad name,
+// a duplicate name, a missing key function, a bad cost or more than
+// [redlimit.MaxRequests] enforced or shadow rules, and the redlimit sentinel
+// errors for a bad limit.
+func New[R any](k *Kind, rules []Rule[R]) (*Set[R], error) {
+	if len(rules) == 0 {
+		return nil, k.ErrNoRules
+	}
+	out := make([]Rule[R], len(rules))
+	seen := make(map[string]bool, len(rules))
+	enforced, shadow := 0, 0
+	for i, r := range rules {
+		r, err := validate(k, r)
+		if err != nil {
+			return nil, err
+		}
+		if seen[r.Name] {
+			return nil, fmt.Errorf("%w: two rules are named %q", k.ErrInvalidRule, r.Name)
+		}
+		seen[r.Name] = true
+		if r.Shadow {
+			shadow++
+		} else {
+			enforced++
+		}
+		out[i] = r
+	}
+	if enforced > redlimit.MaxRequests || shadow > redlimit.MaxRequests {
+		return nil, fmt.Errorf("%w: %d enforced and %d shadow rules, at most %d of each", k.ErrInvalidRule, enforced, shadow, redlimit.MaxRequests)
+	}
+	return &Set[R]{kind: k, Rules: out}, nil
+}
+
+// validate checks r and returns it with its defaults filled in.
+func validate[R any](k *Kind, r Rule[R]) (Rule[R], error) {
+	if err := validName(k, r.Name); err != nil {
+		return r, err
+	}
+	if err := r.Limit.Validate(); err != nil {
+		return r, fmt.Errorf("%s: rule %q: %w", k.Pkg, r.Name, err)
+	}
+	if r.Key == nil {
+		return r, fmt.Errorf("%w: rule %q has no key function", k.ErrInvalidRule, r.Name)
+	}
+	if r.Cost == 0 {
+		r.Cost = 1
+	}
+	if r.Cost < 1 || r.Cost > r.Limit.Max() {
+		return r, fmt.Errorf("%w: rule %q: cost %d is not in 1..%d, so no %s could pass", k.ErrInvalidRule, r.Name, r.Cost, r.Limit.Max(), k.Unit)
+	}
+	return r, nil
+}
+
+// validName checks a rule name: it goes into limiter keys, structured-field
+// strings and gRPC metadata as it is.
+func validName(k *Kind, name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: name %q is not 1..%d bytes long", k.ErrInvalidRule, name, MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: name %q holds %q: use letters, digits, '.', '_' and '-'", k.ErrInvalidRule, name, c)
+		}
+	}
+	return nil
+}
+
+// errEmptyKey is the error of a key function that returned an empty key.
+var errEmptyKey = errors.New("the key function returned an empty key")
+
+// Apply keys req by every rule of s and returns those that apply to it, in
+// order, each with its limiter key: the rule's name, ':' and the key. A rule
+// whose key function returns an error wrapping the kind's ErrNoKey does not
+// apply. Any other error, or an empty key, stops Apply, which returns the
+// rule and the error: the request cannot be decided.
+func (s *Set[R]) Apply(req R) ([]Applied[R], *Rule[R], error) {
+	applied := make([]Applied[R], 0, len(s.Rules))
+	for i := range s.Rules {
+		rule := &s.Rules[i]
+		k, err := rule.Key(req)
+		if err == nil && k == "" {
+			err = errEmptyKey
+		}
+		if err != nil {
+			if errors.Is(err, s.kind.ErrNoKey) {
+				continue
+			}
+			return nil, rule, err
+		}
+		applied = append(applied, Applied[R]{Rule: rule, Index: i, Key: rule.Name + ":" + k})
+	}
+	return applied, nil, nil
+}

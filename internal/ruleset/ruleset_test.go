@@ -1,0 +1,305 @@
+package ruleset_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
+	"github.com/redlimit/redlimit/internal/ruleset/rulesettest"
+	"github.com/redlimit/redlimit/memory"
+)
+
+var (
+	errNoKey   = errors.New("test: no key")
+	errNoRules = errors.New("test: no rules")
+	errInvalid = errors.New("test: invalid rule")
+	kind       = &ruleset.Kind{Pkg: "test", Unit: "thing", ErrNoKey: errNoKey, ErrNoRules: errNoRules, ErrInvalidRule: errInvalid}
+)
+
+// req is the request type of the tests: a map of its keys by rule name.
+type req map[string]string
+
+// byName keys a req by its entry for name; no entry means no key.
+func byName(name string) func(req) (string, error) {
+	return func(r req) (string, error) {
+		if k, ok := r[name]; ok {
+			return k, nil
+		}
+		return "", fmt.Errorf("%w: no %s", errNoKey, name)
+	}
+}
+
+func rule(name string, l redlimit.Limit, shadow bool) ruleset.Rule[req] {
+	return ruleset.Rule[req]{Name: name, Limit: l, Key: byName(name), Shadow: shadow}
+}
+
+func newSet(t *testing.T, rules ...ruleset.Rule[req]) *ruleset.Set[req] {
+	t.Helper()
+	s, err := ruleset.New(kind, rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newStore(t *testing.T) *memory.Store {
+	t.Helper()
+	lim, err := memory.New(memory.WithClock(rulesettest.FixedNow()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lim.Close() })
+	return lim
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	ok := rule("ok", redlimit.PerSecond(2), false)
+	with := func(f func(*ruleset.Rule[req])) ruleset.Rule[req] { r := ok; f(&r); return r }
+	many := make([]ruleset.Rule[req], redlimit.MaxRequests+1)
+	for i := range many {
+		many[i] = with(func(r *ruleset.Rule[req]) { r.Name = fmt.Sprint("r", i) })
+	}
+	tests := []struct {
+		name  string
+		rules []ruleset.Rule[req]
+		is    error
+		msg   string
+	}{
+		{name: "no rules", is: errNoRules},
+		{name: "empty name", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Name = "" })}, is: errInvalid},
+		{name: "long name", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Name = strings.Repeat("a", ruleset.MaxNameLen+1) })}, is: errInvalid},
+		{name: "bad name", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Name = "a:b" })}, is: errInvalid},
+		{name: "duplicate", rules: []ruleset.Rule[req]{ok, ok}, is: errInvalid},
+		{name: "zero limit", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Limit = redlimit.Limit{} })}, is: redlimit.ErrUnknownAlgorithm, msg: `test: rule "ok": `},
+		{name: "no key", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Key = nil })}, is: errInvalid},
+		{name: "cost", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Cost = 3 })}, is: errInvalid, msg: "no thing could pass"},
+		{name: "negative cost", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Cost = -1 })}, is: errInvalid},
+		{name: "too many", rules: many, is: errInvalid},
+	}
+	for _, tt := range tests {
+		s, err := ruleset.New(kind, tt.rules)
+		if s != nil || !errors.Is(err, tt.is) || !strings.Contains(fmt.Sprint(err), tt.msg) {
+			t.Errorf("%s: New = %v, %v; want an error wrapping %v with %q", tt.name, s, err, tt.is, tt.msg)
+		}
+	}
+
+	// Valid names, defaults, and as many rules of each kind as AllowAll takes.
+	rules := []ruleset.Rule[req]{
+		with(func(r *ruleset.Rule[req]) { r.Name = "Az09._-" }),
+		with(func(r *ruleset.Rule[req]) { r.Name = strings.Repeat("b", ruleset.MaxNameLen); r.Cost = 2 }),
+	}
+	s := newSet(t, rules...)
+	if len(s.Rules) != 2 || s.Rules[0].Cost != 1 || s.Rules[1].Cost != 2 || rules[0].Cost != 0 {
+		t.Errorf("rules %+v (given %+v): want a copy with cost 1 by default", s.Rules, rules)
+	}
+	both := make([]ruleset.Rule[req], 0, 2*redlimit.MaxRequests)
+	for i := range redlimit.MaxRequests {
+		both = append(both, rule(fmt.Sprint("e", i), ok.Limit, false), rule(fmt.Sprint("s", i), ok.Limit, true))
+	}
+	newSet(t, both...)
+}
+
+func TestApply(t *testing.T) {
+	t.Parallel()
+	l := redlimit.PerMinute(5)
+	s := newSet(t, rule("a", l, false), rule("b", l, true), rule("c", l, false))
+	applied, bad, err := s.Apply(req{"a": "x", "c": "y"})
+	if err != nil || bad != nil {
+		t.Fatalf("Apply: %v, %v", bad, err)
+	}
+	var got []string
+	for _, a := range applied {
+		got = append(got, fmt.Sprintf("%d %s %s", a.Index, a.Rule.Name, a.Key))
+	}
+	if want := []string{"0 a a:x", "2 c c:y"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("applied %q, want %q", got, want)
+	}
+
+	boom := errors.New("boom")
+	s = newSet(t, rule("a", l, false),
+		ruleset.Rule[req]{Name: "b", Limit: l, Key: func(req) (string, error) { return "", boom }},
+		ruleset.Rule[req]{Name: "c", Limit: l, Key: func(req) (string, error) { return "", nil }})
+	if _, bad, err := s.Apply(req{}); !errors.Is(err, boom) || bad == nil || bad.Name != "b" {
+		t.Errorf("failing key: %v, %v; want rule b and boom", bad, err)
+	}
+	s = newSet(t, ruleset.Rule[req]{Name: "c", Limit: l, Key: func(req) (string, error) { return "", nil }})
+	if _, bad, err := s.Apply(req{}); err == nil || bad == nil || bad.Name != "c" {
+		t.Errorf("empty key: %v, %v; want rule c and an error", bad, err)
+	}
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lim := newStore(t)
+	log, buf := rulesettest.NewLogger()
+	s := newSet(t,
+		rule("loose", redlimit.PerMinute(10), false),
+		rule("tight", redlimit.PerMinute(3), false),
+		rule("small", redlimit.PerMinute(1), true),
+		rule("big", redlimit.PerMinute(100), true))
+	r := req{"loose": "k", "tight": "k", "small": "k", "big": "k"}
+	for i := range 4 {
+		applied, _, err := s.Apply(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Decide(ctx, lim, log, applied, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		denied, worst := out.Denied()
+		switch {
+		case i < 3:
+			// The enforced rules allow; the shadow ones are decided, and
+			// "big" counts even when "small" would deny.
+			if !out.Allowed || len(denied) != 0 || worst != -1 || !out.Decided[2] || !out.Decided[3] {
+				t.Fatalf("call %d: %+v, denied %v %d; want allowed, all decided", i+1, out, denied, worst)
+			}
+			if out.Results[2].Allowed != (i == 0) {
+				t.Errorf("call %d: small allowed %v", i+1, out.Results[2].Allowed)
+			}
+			if tt := out.Tightest(); i > 0 && tt != 2 {
+				t.Errorf("call %d: tightest %d, want the denying shadow rule", i+1, tt)
+			}
+		default:
+			// "tight" denies: the shadow rules are not decided.
+			if out.Allowed || out.RetryAfter <= 0 || out.Decided[2] || out.Decided[3] || fmt.Sprint(denied) != "[1]" || worst != 1 {
+				t.Fatalf("call %d: %+v, denied %v %d; want a denial by tight", i+1, out, denied, worst)
+			}
+			if tt := out.Tightest(); tt != 1 {
+				t.Errorf("call %d: tightest %d, want 1", i+1, tt)
+			}
+		}
+	}
+	if res, _ := lim.Peek(ctx, "big:k", redlimit.PerMinute(100), 1); res.Remaining != 96 {
+		t.Errorf("big: %d left after one more, want 96 (three counted)", res.Remaining)
+	}
+	if n := strings.Count(buf.String(), "test: shadow rule would deny"); n != 2 {
+		t.Errorf("%d shadow denials logged, want 2:\n%s", n, buf)
+	}
+
+	// Only shadow rules, one of which fails the limit: the other still counts.
+	s = newSet(t, rule("over", redlimit.PerMinute(1), true), rule("fine", redlimit.PerMinute(5), true))
+	r = req{"over": "k2", "fine": "k2"}
+	for range 2 {
+		applied, _, _ := s.Apply(r)
+		out, err := s.Decide(ctx, lim, log, applied, nil)
+		if err != nil || !out.Allowed || out.RetryAfter != 0 {
+			t.Fatalf("shadow only: %+v, %v", out, err)
+		}
+	}
+	if res, _ := lim.Peek(ctx, "fine:k2", redlimit.PerMinute(5), 1); res.Remaining != 2 {
+		t.Errorf("fine: %d left after one more, want 2", res.Remaining)
+	}
+}
+
+// badLimiter answers AllowAll with one result too few, or fails.
+type badLimiter struct {
+	redlimit.Limiter
+	err error
+}
+
+func (b badLimiter) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	return redlimit.Decision{Allowed: true, Results: make([]redlimit.Result, len(reqs)-1)}, b.err
+}
+
+func TestDecideErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l := redlimit.PerMinute(5)
+	boom := errors.New("boom")
+	for _, shadow := range []bool{false, true} {
+		for _, lim := range []badLimiter{{}, {err: boom}} {
+			log, buf := rulesettest.NewLogger()
+			s := newSet(t, rule("a", l, shadow))
+			applied, _, _ := s.Apply(req{"a": "k"})
+			out, err := s.Decide(ctx, lim, log, applied, nil)
+			want := redlimit.ErrBadReply
+			if lim.err != nil {
+				want = boom
+			}
+			if shadow {
+				// Shadow errors are logged only.
+				if err != nil || !out.Allowed || out.Decided[0] || !strings.Contains(buf.String(), "test: shadow rules not decided") {
+					t.Errorf("shadow, %v: %+v, %v; log %s", lim.err, out, err, buf)
+				}
+				continue
+			}
+			if !errors.Is(err, want) {
+				t.Errorf("enforced, %v: %v, want %v", lim.err, err, want)
+			}
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	type keyFunc func(req) (string, error)
+	a, b := keyFunc(byName("a")), keyFunc(byName("b"))
+	boom := errors.New("boom")
+	bad := keyFunc(func(req) (string, error) { return "", boom })
+	tests := []struct {
+		name string
+		key  keyFunc
+		req  req
+		want string
+		is   error
+	}{
+		{name: "compose", key: ruleset.Compose(a, b), req: req{"a": "x", "b": "y"}, want: "x|y"},
+		{name: "compose escapes", key: ruleset.Compose(a, b), req: req{"a": "x|%y", "b": "z"}, want: "x%7C%25y|z"},
+		{name: "compose none", key: ruleset.Compose[req, keyFunc](), req: req{}, want: ""},
+		{name: "compose missing", key: ruleset.Compose(a, b), req: req{"a": "x"}, is: errNoKey},
+		{name: "compose error", key: ruleset.Compose(a, bad), req: req{"a": "x"}, is: boom},
+		{name: "or first", key: ruleset.Or(errNoKey, a, b), req: req{"a": "x", "b": "y"}, want: "0:x"},
+		{name: "or second", key: ruleset.Or(errNoKey, a, b), req: req{"b": "y"}, want: "1:y"},
+		{name: "or none", key: ruleset.Or(errNoKey, a, b), req: req{}, is: errNoKey},
+		{name: "or error", key: ruleset.Or(errNoKey, bad, b), req: req{"b": "y"}, is: boom},
+		{name: "hashed", key: ruleset.Hashed(a), req: req{"a": "secret"}, want: "2bb80d537b1da3e38bd30361aa855686"},
+		{name: "hashed missing", key: ruleset.Hashed(a), req: req{}, is: errNoKey},
+	}
+	for _, tt := range tests {
+		got, err := tt.key(tt.req)
+		if tt.is != nil {
+			if !errors.Is(err, tt.is) {
+				t.Errorf("%s: %q, %v; want %v", tt.name, got, err, tt.is)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+
+	// The combinators keep their own copy of the list.
+	keys := []keyFunc{a, b}
+	c := ruleset.Compose(keys...)
+	keys[1] = a
+	if got, _ := c(req{"a": "x", "b": "y"}); got != "x|y" {
+		t.Errorf("Compose after the caller changed its list: %q", got)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		d          time.Duration
+		ceil, wait int64
+	}{
+		{-time.Second, 0, 1}, {0, 0, 1}, {time.Nanosecond, 1, 1}, {time.Second, 1, 1},
+		{time.Second + 1, 2, 2}, {90 * time.Second, 90, 90},
+	} {
+		if got := ruleset.CeilSeconds(c.d); got != c.ceil {
+			t.Errorf("CeilSeconds(%v) = %d, want %d", c.d, got, c.ceil)
+		}
+		if got := ruleset.RetryAfterSeconds(c.d); got != c.wait {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", c.d, got, c.wait)
+		}
+	}
+}
