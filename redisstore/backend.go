@@ -26,8 +26,24 @@ type script int
 const (
 	decideScript script = iota // scriptSource
 	nodesScript                // nodesSource
-	numScripts
+	firstSingle                // singleSources[redlimit.FixedWindow], then the other algorithms in order
+	numScripts   = firstSingle + script(redlimit.TokenBucket-redlimit.FixedWindow) + 1
 )
+
+// singleScript names the script that allows or peeks at one limit of a.
+func singleScript(a redlimit.Algorithm) script {
+	return firstSingle + script(a-redlimit.FixedWindow)
+}
+
+// scriptSources returns the source of every script, by name.
+func scriptSources() [numScripts]string {
+	var src [numScripts]string
+	src[decideScript], src[nodesScript] = scriptSource, nodesSource
+	for a := redlimit.FixedWindow; a <= redlimit.TokenBucket; a++ {
+		src[singleScript(a)] = singleSources[a]
+	}
+	return src
+}
 
 type rueidisBackend struct {
 	c       rueidis.Client
@@ -35,9 +51,11 @@ type rueidisBackend struct {
 }
 
 func newRueidisBackend(c rueidis.Client) *rueidisBackend {
-	return &rueidisBackend{c: c, scripts: [numScripts]*rueidis.Lua{
-		rueidis.NewLuaScript(scriptSource), rueidis.NewLuaScript(nodesSource),
-	}}
+	b := &rueidisBackend{c: c}
+	for i, src := range scriptSources() {
+		b.scripts[i] = rueidis.NewLuaScript(src)
+	}
+	return b
 }
 
 func (b *rueidisBackend) eval(ctx context.Context, sc script, keys, args []string) ([]int64, error) {
@@ -66,9 +84,11 @@ type goRedisBackend struct {
 }
 
 func newGoRedisBackend(c redis.UniversalClient) *goRedisBackend {
-	return &goRedisBackend{c: c, scripts: [numScripts]*redis.Script{
-		redis.NewScript(scriptSource), redis.NewScript(nodesSource),
-	}}
+	b := &goRedisBackend{c: c}
+	for i, src := range scriptSources() {
+		b.scripts[i] = redis.NewScript(src)
+	}
+	return b
 }
 
 func (b *goRedisBackend) eval(ctx context.Context, sc script, keys, args []string) ([]int64, error) {

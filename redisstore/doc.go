@@ -23,19 +23,21 @@
 //
 // Every call is one run of one Lua script, so a decision reads and writes
 // its keys without any other client's commands in between, however many
-// application servers share them. The script is kept in .lua files under
-// lua/ (one per algorithm, and decide.lua, which checks every limit and
-// commits only if all allow), embedded with go:embed and joined once at
-// start-up; [Script] returns it, to read or to try with redis-cli. The
-// arithmetic follows the memory store's operation for operation, so both
-// stores give the same answers.
+// application servers share them. The scripts are kept in .lua files under
+// lua/, embedded with go:embed and joined once at start-up. The decision
+// script (one file per algorithm, and decide.lua, which checks every limit
+// and commits only if all allow) decides several limits at once, resets and
+// refunds; [Script] returns it, to read or to try with redis-cli. Allowing
+// or peeking at one limit runs a smaller script of its algorithm
+// (single.lua followed by single_<algorithm>.lua), straight-line code with
+// fewer Redis calls, which gives the same answers. The arithmetic of both
+// follows the memory store's operation for operation, so the stores agree.
 //
-// The script is sent by its SHA1 with EVALSHA, and in full with EVAL only
+// Scripts are sent by their SHA1 with EVALSHA, and in full with EVAL only
 // when a server answers NOSCRIPT (after a restart, a failover or SCRIPT
-// FLUSH), which loads it there for later calls. The reply is an array of
+// FLUSH), which loads them there for later calls. The reply is an array of
 // integers whose shape is checked; anything else is an error wrapping
-// [redlimit.ErrBadReply], never a panic. Peek runs the same script and
-// writes nothing.
+// [redlimit.ErrBadReply], never a panic. Peek writes nothing.
 //
 // # Time
 //

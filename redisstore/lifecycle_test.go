@@ -57,6 +57,12 @@ func TestKeysCarryTTLsAndExpire(t *testing.T) {
 			}
 			for _, k := range keys {
 				ttl := time.Duration(atoi(t, d.do(t, k, "PTTL", k))) * time.Millisecond
+				if ttl == -2*time.Millisecond {
+					// Gone since KEYS listed it: a fixed window's counter
+					// expires when its window ends, which may fall between
+					// the writes and this read on a slow machine.
+					continue
+				}
 				var l redlimit.Limit
 				for _, c := range lifecycleLimits {
 					if strings.Contains(k, map[redlimit.Algorithm]string{redlimit.FixedWindow: "}:fw:", redlimit.SlidingLog: "}:sl:", redlimit.SlidingWindow: "}:sw:", redlimit.TokenBucket: "}:tb:"}[c.Algorithm]) {
@@ -80,18 +86,27 @@ func TestKeysCarryTTLsAndExpire(t *testing.T) {
 }
 
 func TestScriptCacheFlushIsRecovered(t *testing.T) {
-	sum := sha1.Sum([]byte(redisstore.Script()))
-	sha := hex.EncodeToString(sum[:])
+	l := redlimit.PerMinute(100).SlidingLog()
+	other := redlimit.PerMinute(100).FixedWindow()
+	// AllowN runs the single-limit script, AllowAll with two limits the
+	// decision script: both must be reloaded.
+	var shas []string
+	for _, src := range []string{redisstore.SingleScript(l.Algorithm), redisstore.Script()} {
+		sum := sha1.Sum([]byte(src))
+		shas = append(shas, hex.EncodeToString(sum[:]))
+	}
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
 			// Not parallel: flushing the script cache under other tests
 			// would test them too, but not deterministically.
 			s := d.store(t, redisstore.WithPrefix(prefix(t)))
 			ctx := context.Background()
-			l := redlimit.PerMinute(100).SlidingLog()
 			for i := range 3 {
 				if _, err := s.AllowN(ctx, "k", l, 1); err != nil {
 					t.Fatalf("call %d: %v", i, err)
+				}
+				if dec, err := s.AllowAll(ctx, []redlimit.Request{{Key: "k", Limit: l, Cost: 1}, {Key: "k", Limit: other, Cost: 1}}); err != nil || !dec.Allowed {
+					t.Fatalf("AllowAll %d: %+v, %v", i, dec, err)
 				}
 				servers := []*redistest.Server{redistest.Shared(t)}
 				if d.cluster {
@@ -101,14 +116,16 @@ func TestScriptCacheFlushIsRecovered(t *testing.T) {
 					if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
 						t.Fatal(err)
 					}
-					if out, _ := srv.Do("SCRIPT", "EXISTS", sha); out != "0" {
-						t.Fatalf("script still cached after SCRIPT FLUSH: %q", out)
+					for _, sha := range shas {
+						if out, _ := srv.Do("SCRIPT", "EXISTS", sha); out != "0" {
+							t.Fatalf("script %s still cached after SCRIPT FLUSH: %q", sha, out)
+						}
 					}
 				}
 			}
 			r, err := s.Peek(ctx, "k", l, 1)
-			if err != nil || r.Remaining != 96 {
-				t.Fatalf("after 3 flushes: %+v, %v; want 96 remaining", r, err)
+			if err != nil || r.Remaining != 93 {
+				t.Fatalf("after 3 flushes: %+v, %v; want 93 remaining", r, err)
 			}
 		})
 	}

@@ -134,12 +134,14 @@ func TestSlidingWindowError(t *testing.T) {
 	})
 	t.Run("worst case below 2x", func(t *testing.T) {
 		// The previous window's requests bunched at its end, then steady
-		// arrivals through the next window.
-		gaps := []time.Duration{W - time.Millisecond}
+		// arrivals through the next window. The bunch starts 10 ms before
+		// the boundary: the clock keeps up with real time, and L calls must
+		// fit before it even on a slow, shared machine.
+		gaps := []time.Duration{W - 10*time.Millisecond}
 		for range L - 1 {
 			gaps = append(gaps, 10*time.Microsecond)
 		}
-		gaps = append(gaps, time.Millisecond)
+		gaps = append(gaps, 10*time.Millisecond)
 		for range 10 * L {
 			gaps = append(gaps, W/(10*L))
 		}

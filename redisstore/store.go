@@ -297,10 +297,15 @@ func (s *Store) decideAt(ctx context.Context, op string, reqs []redlimit.Request
 func micros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 
 // run calls the script. at is the time in µs to decide at, or "" for the
-// store's clock (the Redis server's unless WithClock was given).
+// store's clock (the Redis server's unless WithClock was given). Allowing or
+// peeking at one limit runs its algorithm's single-limit script, everything
+// else the decision script; both reply in the same shape.
 func (s *Store) run(ctx context.Context, op string, reqs []redlimit.Request, at string) ([]int64, error) {
 	if at == "" && s.now != nil {
 		at = strconv.FormatInt(s.now().UnixMicro(), 10)
+	}
+	if len(reqs) == 1 && (op == opAllow || op == opPeek) {
+		return s.runSingle(ctx, op, reqs[0], at)
 	}
 	keys := make([]string, len(reqs))
 	args := make([]string, 3, 3+6*len(reqs))
@@ -322,6 +327,28 @@ func (s *Store) run(ctx context.Context, op string, reqs []redlimit.Request, at 
 		)
 	}
 	reply, err := s.b.eval(ctx, decideScript, keys, args)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return reply, nil
+}
+
+// runSingle calls the single-limit script of r's algorithm (see
+// lua/single.lua for its arguments).
+func (s *Store) runSingle(ctx context.Context, op string, r redlimit.Request, at string) ([]int64, error) {
+	l := r.Limit
+	window, count := l.Period.Microseconds(), l.Count
+	if l.Algorithm == redlimit.TokenBucket {
+		window, count = l.EmissionInterval(), l.Burst
+	}
+	keys := []string{s.key(hashTag(r.Key), l)}
+	args := []string{
+		op, at, s.margin,
+		strconv.FormatInt(window, 10),
+		strconv.FormatInt(count, 10),
+		strconv.FormatInt(r.Cost, 10),
+	}
+	reply, err := s.b.eval(ctx, singleScript(l.Algorithm), keys, args)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}

@@ -1,4 +1,5 @@
--- fixed_window: a counter per window aligned to the epoch, INCRBY + PEXPIRE.
+-- fixed_window: a counter per window aligned to the epoch, INCRBY, and
+-- PEXPIRE when the INCRBY created it.
 -- The window's key is the limit's key with ":<window index>" appended, so it
 -- shares the hash tag (and Cluster slot) of the declared key.
 local fixed_window = {}
@@ -25,9 +26,13 @@ function fixed_window.check(key, now, a)
   return r
 end
 
+-- The call that creates a counter gives it its TTL, which ends with the
+-- window (the next one for the sliding window): the same instant for every
+-- later call, so they need not set it again.
 function fixed_window.commit(key, now, a, r)
-  redis.call('INCRBY', r.wkey, a.cost)
-  redis.call('PEXPIRE', r.wkey, ms(r.ttl))
+  if redis.call('INCRBY', r.wkey, a.cost) == a.cost then
+    redis.call('PEXPIRE', r.wkey, ms(r.ttl))
+  end
 end
 
 function fixed_window.refund(key, now, a)

@@ -5,9 +5,9 @@ local sliding_log = {}
 
 function sliding_log.check(key, now, a)
   local W, L, n = a.window, a.count, a.cost
-  local since = now - W
-  local c = redis.call('ZCOUNT', key, '(' .. string.format('%d', since), '+inf')
-  local r = {}
+  local since = string.format('%d', now - W)
+  local c = redis.call('ZCOUNT', key, '(' .. since, '+inf')
+  local r = { count = c, since = since }
   local newest = now
   if c > 0 then
     local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -21,7 +21,7 @@ function sliding_log.check(key, now, a)
     else
       -- The (c+n-L)-th oldest live entry must expire first.
       local k = c + n - L
-      local e = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', since), '+inf',
+      local e = redis.call('ZRANGEBYSCORE', key, '(' .. since, '+inf',
         'WITHSCORES', 'LIMIT', k - 1, 1)
       r.retry = tonumber(e[2]) + W - now
     end
@@ -37,12 +37,15 @@ function sliding_log.check(key, now, a)
 end
 
 function sliding_log.commit(key, now, a, r)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - a.window))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', r.since)
   local stamp = string.format('%d', now)
-  local seq = redis.call('ZCARD', key)
+  -- The trim leaves the r.count live entries check counted (unless the same
+  -- limit came twice in one call), which number the new members.
+  local seq = r.count
   local added = 0
-  -- Members that exist already (only possible if the clock went back) are
-  -- skipped by NX, and the loop adds more until the cost is counted.
+  -- Members that exist already (only possible if the clock went back, or
+  -- the same limit came twice) are skipped by NX, and the loop adds more
+  -- until the cost is counted.
   while added < a.cost do
     local batch = { 'ZADD', key, 'NX' }
     for _ = 1, math.min(a.cost - added, 1000) do

@@ -43,11 +43,7 @@ function sliding_window.check(key, now, a)
   return r
 end
 
-function sliding_window.commit(key, now, a, r)
-  redis.call('INCRBY', r.wkey, a.cost)
-  redis.call('PEXPIRE', r.wkey, ms(r.ttl))
-end
-
+sliding_window.commit = fixed_window.commit
 sliding_window.refund = fixed_window.refund
 
 function sliding_window.reset(key, now, a)
