@@ -1,0 +1,66 @@
+package rls
+
+import (
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Outcome is what one limited descriptor of a request came to.
+type Outcome uint8
+
+const (
+	// Allowed: the descriptor's limit allowed the request. (The request as
+	// a whole may still have been denied by another descriptor.)
+	Allowed Outcome = iota
+	// Denied: the descriptor's limit denied the request.
+	Denied
+	// ShadowDenied: a shadow-mode limit would have denied the request; it
+	// was answered OK.
+	ShadowDenied
+	// Unlimited: the descriptor matched an unlimited rule.
+	Unlimited
+)
+
+var outcomeNames = [...]string{"allowed", "denied", "shadow_denied", "unlimited"}
+
+// String returns the outcome's metric label: "allowed", "denied",
+// "shadow_denied" or "unlimited".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Answers of a request, as [Observer.Request] reports them.
+const (
+	AnswerOK          = "ok"          // OK, or no limit applied
+	AnswerOverLimit   = "over_limit"  // OVER_LIMIT
+	AnswerInvalid     = "invalid"     // refused: ErrInvalidRequest
+	AnswerUnavailable = "unavailable" // no configuration yet, or the limiter closed
+	AnswerError       = "error"       // the limiter failed, or the caller went away
+)
+
+// Observer receives what the service decides, for metrics. Its methods are
+// called on the request path: they must be safe for concurrent use and
+// fast. The server package's Prometheus collector is one.
+type Observer interface {
+	// Request reports one request: its answer (AnswerOK...) and how long
+	// the service took.
+	Request(answer string, took time.Duration)
+	// Descriptor reports one limited descriptor: its domain, its rule's
+	// label (the rule's path; with detailed_metric, the path with the
+	// request's values), its outcome and which path decided it.
+	Descriptor(domain, rule string, outcome Outcome, source redlimit.Source)
+	// Backend reports one call to the limiter: how long it took, the first
+	// non-store source among its results (redlimit.FromStore when the store
+	// answered every limit), and its error.
+	Backend(took time.Duration, source redlimit.Source, err error)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Request(string, time.Duration)                       {}
+func (nopObserver) Descriptor(string, string, Outcome, redlimit.Source) {}
+func (nopObserver) Backend(time.Duration, redlimit.Source, error)       {}
