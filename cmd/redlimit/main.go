@@ -1,14 +1,29 @@
-// Command redlimit runs the redlimit rate limit service.
+// Command redlimit runs the redlimit rate limit service, its load
+// generator and its algorithm simulator.
 //
 //	redlimit serve [flags]
 //
 // serves the Envoy Rate Limit Service v3 over gRPC, and /json, /healthz,
-// /readyz, /metrics and /rules over HTTP. Every flag can also be set by an
+// /readyz, /metrics and /rules over HTTP.
+//
+//	redlimit bench [flags]
+//
+// drives a closed loop of requests at the library (memory or a Redis URL) or
+// at a running service (RLS gRPC or /json) and reports decisions per second
+// and latency percentiles (internal/loadgen).
+//
+//	redlimit simulate [flags]
+//
+// replays a traffic pattern through every algorithm on a virtual clock and
+// reports what each admitted, with an SVG chart (internal/sim).
+//
+// Every flag of serve can also be set by an
 // environment variable, REDLIMIT_ and the flag's name in upper case with
 // '-' as '_' (--grpc-addr: REDLIMIT_GRPC_ADDR); a flag on the command line
 // wins. `redlimit serve --help` lists them.
 //
-// The command only wires flags to internal/server, where the logic lives.
+// The command only wires flags to internal/server, internal/loadgen and
+// internal/sim, where the logic lives.
 package main
 
 import (
@@ -23,8 +38,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/redlimit/redlimit/internal/loadgen"
 	"github.com/redlimit/redlimit/internal/rls"
 	"github.com/redlimit/redlimit/internal/server"
+	"github.com/redlimit/redlimit/internal/sim"
 	"github.com/redlimit/redlimit/resilient"
 )
 
@@ -33,10 +50,12 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `redlimit: a distributed rate limiter on Redis.
 
 Usage:
-  redlimit serve [flags]   serve the Envoy Rate Limit Service (gRPC) and HTTP
-  redlimit help            print this help
+  redlimit serve [flags]      serve the Envoy Rate Limit Service (gRPC) and HTTP
+  redlimit bench [flags]      load-test the library or a running service
+  redlimit simulate [flags]   replay a traffic pattern through every algorithm
+  redlimit help               print this help
 
-Run "redlimit serve --help" for the flags.
+Run "redlimit COMMAND --help" for a command's flags.
 `
 
 // run runs the command line args and returns the exit code.
@@ -48,6 +67,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
+	case "bench":
+		return loadgen.Main(args[1:], stdout, stderr)
+	case "simulate":
+		return sim.Main(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

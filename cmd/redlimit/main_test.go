@@ -48,6 +48,12 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"serve", "--response-headers=fancy"}, 2, "", "unknown response headers"},
 		{[]string{"serve", "--log-format=xml"}, 2, "", "want text or json"},
 		{[]string{"serve", "--log-level=loud"}, 2, "", "log-level"},
+		{[]string{"bench", "--help"}, 0, "Usage: redlimit bench", ""},
+		{[]string{"bench", "--target=nowhere"}, 2, "", "nowhere"},
+		{[]string{"bench", "--target=memory", "--duration=300ms", "--concurrency=4", "--limit=50"}, 0, "allowed ", ""},
+		{[]string{"simulate", "--help"}, 0, "Usage: redlimit simulate", ""},
+		{[]string{"simulate", "--pattern=straddle", "--limit=100", "--period=1m"}, 0, "fixed_window", ""},
+		{[]string{"simulate", "--pattern=zigzag"}, 2, "", "zigzag"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)
