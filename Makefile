@@ -25,9 +25,9 @@ fmt:
 bench: ensure-redis
 	bash bench/run.sh
 
-## run: start the HTTP demo on 127.0.0.1:8080 (memory store; pass ARGS="-redis 127.0.0.1:6379" for Redis).
+## run: start the service (gRPC 127.0.0.1:8081, HTTP and dashboard 127.0.0.1:8080) with the example rules, memory store; ARGS="--redis redis://127.0.0.1:6379" for Redis.
 run:
-	$(GO) run ./examples/httpdemo $(ARGS)
+	$(GO) run ./cmd/redlimit serve --config examples/config $(ARGS)
 
 ## reliability: rerun the fault tests and rewrite the figures in docs/RELIABILITY.md.
 reliability: ensure-redis
