@@ -123,7 +123,7 @@ func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.Ra
 			}
 		case rule.Unlimited:
 			resp.Statuses[i].LimitRemaining = maxRemaining
-			s.opts.Observer.Descriptor(req.Domain, rule.Path, Unlimited, redlimit.FromStore)
+			s.opts.Observer.Descriptor(req.Domain, rule.Path, Unlimited, redlimit.FromStore, d.Entries)
 			continue
 		case rule.Name != "" && replaced[rule.Name]:
 			continue

@@ -138,6 +138,7 @@ type recorder struct {
 	mu       sync.Mutex
 	requests map[string]int
 	descs    map[string]int // "domain rule outcome source"
+	keys     map[string]int // "outcome key=value,..."
 	backend  int
 	errs     int
 	sources  map[redlimit.Source]int
@@ -152,13 +153,15 @@ func (r *recorder) Request(answer string, _ time.Duration) {
 	r.requests[answer]++
 }
 
-func (r *recorder) Descriptor(domain, rule string, o Outcome, src redlimit.Source) {
+func (r *recorder) Descriptor(domain, rule string, o Outcome, src redlimit.Source, entries []*rlpb.RateLimitDescriptor_Entry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.descs == nil {
 		r.descs = map[string]int{}
+		r.keys = map[string]int{}
 	}
 	r.descs[domain+" "+rule+" "+o.String()+" "+src.String()]++
+	r.keys[o.String()+" "+FormatEntries(entries)]++
 }
 
 func (r *recorder) Backend(_ time.Duration, src redlimit.Source, err error) {
@@ -178,4 +181,12 @@ func (r *recorder) count(key string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.descs[key]
+}
+
+// countKey returns how many descriptors of entries formatted as key came to
+// the outcome.
+func (r *recorder) countKey(o Outcome, key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keys[o.String()+" "+key]
 }

@@ -33,3 +33,21 @@ func TestDescriptorKey(t *testing.T) {
 		t.Fatalf("empty: %q", got)
 	}
 }
+
+func TestFormatEntries(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kv   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"remote_address", "10.0.0.1"}, "remote_address=10.0.0.1"},
+		{[]string{"tenant", "acme", "user", "u1"}, "tenant=acme,user=u1"},
+		{[]string{"path", ""}, "path"},
+		{[]string{"a", "", "b", "x=y"}, "a,b=x=y"},
+	} {
+		if got := FormatEntries(desc(tc.kv...).Entries); got != tc.want {
+			t.Errorf("FormatEntries(%q) = %q, want %q", tc.kv, got, tc.want)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package rls
 
 import (
+	"strings"
 	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/redlimit/redlimit"
 )
@@ -51,8 +54,12 @@ type Observer interface {
 	Request(answer string, took time.Duration)
 	// Descriptor reports one limited descriptor: its domain, its rule's
 	// label (the rule's path; with detailed_metric, the path with the
-	// request's values), its outcome and which path decided it.
-	Descriptor(domain, rule string, outcome Outcome, source redlimit.Source)
+	// request's values), its outcome, which path decided it, and the
+	// descriptor's entries, the limited key ([FormatEntries] makes it
+	// readable). The entries belong to the request: read them during the
+	// call, keep nothing of them, and format them only when needed (for
+	// denials, say), so that an allowed descriptor costs no allocation.
+	Descriptor(domain, rule string, outcome Outcome, source redlimit.Source, entries []*rlpb.RateLimitDescriptor_Entry)
 	// Backend reports one call to the limiter: how long it took, the first
 	// non-store source among its results (redlimit.FromStore when the store
 	// answered every limit), and its error.
@@ -61,6 +68,27 @@ type Observer interface {
 
 type nopObserver struct{}
 
-func (nopObserver) Request(string, time.Duration)                       {}
-func (nopObserver) Descriptor(string, string, Outcome, redlimit.Source) {}
-func (nopObserver) Backend(time.Duration, redlimit.Source, error)       {}
+func (nopObserver) Request(string, time.Duration) {}
+
+func (nopObserver) Descriptor(string, string, Outcome, redlimit.Source, []*rlpb.RateLimitDescriptor_Entry) {
+}
+
+func (nopObserver) Backend(time.Duration, redlimit.Source, error) {}
+
+// FormatEntries returns a descriptor's entries as key=value pairs joined by
+// commas, a readable form of the limited key: "remote_address=10.0.0.1",
+// "tenant=acme,user=u1". An entry without a value is its key alone.
+func FormatEntries(entries []*rlpb.RateLimitDescriptor_Entry) string {
+	var b strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.GetKey())
+		if v := e.GetValue(); v != "" {
+			b.WriteByte('=')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
+}

@@ -33,7 +33,7 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 		}
-		s.opts.Observer.Descriptor(req.Domain, it.label, outcome, it.res.Source)
+		s.opts.Observer.Descriptor(req.Domain, it.label, outcome, it.res.Source, req.Descriptors[it.desc].Entries)
 		if !it.shadow {
 			enforced = append(enforced, i)
 		}

@@ -206,6 +206,9 @@ func TestLimitAndStatus(t *testing.T) {
 	if n := f.obs.count("api api.remote_address allowed store"); n != 5 {
 		t.Fatalf("allowed observed: %d, want 5", n)
 	}
+	if n := f.obs.countKey(Denied, "remote_address=1.2.3.4"); n != 1 {
+		t.Fatalf("denials of remote_address=1.2.3.4 observed: %d, want 1", n)
+	}
 }
 
 func redlimittestT0() time.Time { return time.Unix(1_699_999_980, 0).UTC() }
@@ -293,6 +296,9 @@ func TestUnlimited(t *testing.T) {
 	if n := f.obs.count("api api.remote_address_10.0.0.1 unlimited store"); n != 10 {
 		t.Fatalf("unlimited observed %d times", n)
 	}
+	if n := f.obs.countKey(Unlimited, "remote_address=10.0.0.1"); n != 10 {
+		t.Fatalf("unlimited remote_address=10.0.0.1 observed %d times", n)
+	}
 }
 
 func TestReplaces(t *testing.T) {
@@ -335,6 +341,9 @@ func TestShadowRule(t *testing.T) {
 	}
 	if n := f.obs.count("api api.path_/search shadow_denied store"); n != 3 {
 		t.Fatalf("shadow denials observed: %d, want 3", n)
+	}
+	if n := f.obs.countKey(Allowed, "tenant=acme,user=s"); n != 8 {
+		t.Fatalf("tenant=acme,user=s allowed observed %d times, want 8", n)
 	}
 	// An enforced denial consumes nothing from the shadow limit either.
 	g := newFixture(t, Options{}, apiDomain())

@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -114,8 +115,9 @@ func (m *Metrics) Request(answer string, took time.Duration) {
 	m.requestTime.Observe(took.Seconds())
 }
 
-// Descriptor implements rls.Observer.
-func (m *Metrics) Descriptor(domain, rule string, o rls.Outcome, src redlimit.Source) {
+// Descriptor implements rls.Observer. The entries are not used: keys
+// would make unbounded label values.
+func (m *Metrics) Descriptor(domain, rule string, o rls.Outcome, src redlimit.Source, _ []*rlpb.RateLimitDescriptor_Entry) {
 	m.decisions.WithLabelValues(domain, rule, o.String()).Inc()
 	if o != rls.Unlimited {
 		m.bySource.WithLabelValues(src.String()).Inc()
