@@ -57,10 +57,15 @@ type Rule struct {
 	// "api.remote_address.path_/login". Paths are unique in a domain.
 	Path string
 	// Limit is the limit (algorithm, count, period, burst, failure policy).
-	// Zero when Unlimited; valid ([redlimit.Limit.Validate]) otherwise.
+	// Zero when Unlimited; with a Count of 0 when DenyAll; valid
+	// ([redlimit.Limit.Validate]) otherwise.
 	Limit redlimit.Limit
 	// Unlimited rules always allow; their remaining is 4294967295.
 	Unlimited bool
+	// DenyAll rules (requests_per_unit: 0, envoyproxy/ratelimit's way to
+	// block a descriptor) deny every request without counting it. Their
+	// Limit keeps the unit, algorithm and failure policy of the file.
+	DenyAll bool
 	// Unit is the envoy unit name ("second", "minute", ...) the period came
 	// from, in lower case; "" when Unlimited.
 	Unit string

@@ -35,7 +35,7 @@
 //	    rate_limit:                # optional: no rate_limit, no limit here
 //	      name: per_ip             # optional, for replaces
 //	      unit: second             # second, minute, hour, day, week, month (30 days), year (365 days)
-//	      requests_per_unit: 10    # 1 to 4294967295
+//	      requests_per_unit: 10    # 0 (deny all) to 4294967295
 //	      unlimited: false         # true: always allowed; then no unit
 //	      replaces:                # this rule replaces the named rules when both match
 //	        - name: other_rule
@@ -113,8 +113,10 @@
 // would do something the file most likely does not mean, or that redlimit
 // cannot do:
 //
-//   - requests_per_unit: 0, or no requests_per_unit, which envoy reads as
-//     "deny every request". Use 1 per year for a near block.
+//   - no requests_per_unit, which envoy reads as 0. Write
+//     requests_per_unit: 0 to deny every request of a descriptor (a block
+//     list entry, as in envoy's README): redlimit loads it as envoy does,
+//     and answers OVER_LIMIT without counting anything (Rule.DenyAll).
 //   - a unit beside unlimited: true (envoy rejects the valid unit names
 //     there, and ignores a misspelt one); requests_per_unit beside
 //     unlimited: true is ignored, as in envoy.

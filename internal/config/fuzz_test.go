@@ -58,6 +58,10 @@ func FuzzParse(f *testing.F) {
 				if r.Limit != (Rule{}).Limit {
 					t.Fatalf("%s: unlimited with limit %+v", r.Path, r.Limit)
 				}
+			} else if r.DenyAll {
+				if r.Limit.Count != 0 || r.Limit.Period <= 0 || !r.Limit.Algorithm.Valid() {
+					t.Fatalf("%s: deny-all with limit %+v", r.Path, r.Limit)
+				}
 			} else if err := r.Limit.Validate(); err != nil {
 				t.Fatalf("%s: invalid limit: %v", r.Path, err)
 			}

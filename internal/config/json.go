@@ -16,6 +16,8 @@ type RuleView struct {
 	Line   int    `json:"line,omitempty"`
 
 	Unlimited bool `json:"unlimited"`
+	// DenyAll: requests_per_unit is 0, every request is denied.
+	DenyAll bool `json:"deny_all,omitempty"`
 	// Unit and RequestsPerUnit are the rule's rate; empty when Unlimited.
 	Unit            string `json:"unit,omitempty"`
 	RequestsPerUnit int64  `json:"requests_per_unit,omitempty"`
@@ -39,6 +41,7 @@ func (r *Rule) View() RuleView {
 		File:           r.File,
 		Line:           r.Line,
 		Unlimited:      r.Unlimited,
+		DenyAll:        r.DenyAll,
 		ShadowMode:     r.Shadow,
 		DetailedMetric: r.DetailedMetric,
 		Replaces:       r.Replaces,
@@ -49,7 +52,7 @@ func (r *Rule) View() RuleView {
 		v.Period = r.Limit.Period.String()
 		v.Algorithm = r.Limit.Algorithm.String()
 		v.FailurePolicy = r.Limit.Failure.String()
-		if r.Limit.Algorithm == redlimit.TokenBucket {
+		if r.Limit.Algorithm == redlimit.TokenBucket && !r.DenyAll {
 			v.Burst = r.Limit.Burst
 		}
 	}

@@ -371,17 +371,16 @@ func (p *parser) rateLimit(rf field) *Rule {
 	}
 	if f, ok := fields["requests_per_unit"]; !ok || isNull(f.val) {
 		p.errorf(mapLine, joinPath(rf.path, "requests_per_unit"), redlimit.ErrInvalidLimit,
-			"missing (envoyproxy/ratelimit reads it as 0, which denies everything; redlimit wants 1 to %d)", uint32(math.MaxUint32))
+			"missing (envoyproxy/ratelimit reads it as 0, which denies everything; write 0 for that, or 1 to %d)", uint32(math.MaxUint32))
 		good = false
 	} else if n, ok := p.integer(f); !ok {
 		good = false
 	} else if n < 0 {
-		p.errorf(f.line(), f.path, redlimit.ErrInvalidLimit, "%d is negative (want 1 to %d)", n, uint32(math.MaxUint32))
+		p.errorf(f.line(), f.path, redlimit.ErrInvalidLimit, "%d is negative (want 0 to %d)", n, uint32(math.MaxUint32))
 		good = false
 	} else if n == 0 {
-		p.errorf(f.line(), f.path, redlimit.ErrInvalidLimit,
-			"0 admits nothing: envoyproxy/ratelimit's deny-all limit is not supported (want 1 to %d, or unlimited: true)", uint32(math.MaxUint32))
-		good = false
+		// envoyproxy/ratelimit's block: every request is over the limit.
+		r.DenyAll = true
 	} else if n > math.MaxUint32 {
 		p.errorf(f.line(), f.path, redlimit.ErrInvalidLimit, "%d is above %d, envoy's largest", n, uint32(math.MaxUint32))
 		good = false
@@ -426,7 +425,15 @@ func (p *parser) rateLimit(rf field) *Rule {
 			"%d is above %d, the most a sliding_log keeps (use sliding_window)", l.Count, redlimit.MaxLogCount)
 		return nil
 	}
-	if err := l.Validate(); err != nil {
+	valid := l
+	if r.DenyAll {
+		// Nothing is counted, but the rest must be valid all the same.
+		valid.Count = 1
+		if l.Algorithm == redlimit.TokenBucket {
+			valid.Burst = 1
+		}
+	}
+	if err := valid.Validate(); err != nil {
 		p.errorf(mapLine, rf.path, err, "%s", strings.TrimPrefix(err.Error(), "redlimit: "))
 		return nil
 	}

@@ -110,7 +110,7 @@ func TestParseReadme(t *testing.T) {
 	}{
 		{"example1.yaml", "mongo_cps", 2},
 		{"example2.yaml", "messaging", 2},
-		{"example3_one.yaml", "edge_proxy_per_ip", 2},
+		{"example3.yaml", "edge_proxy_per_ip", 2},
 		{"example4a.yaml", "example4", 1},
 		{"example4b.yaml", "example4", 1},
 		{"example5.yaml", "internal", 2},
@@ -132,6 +132,38 @@ func TestParseReadme(t *testing.T) {
 	}
 }
 
+// TestParseDenyAll loads requests_per_unit: 0, envoyproxy/ratelimit's
+// block, for every algorithm: a DenyAll rule that keeps its unit,
+// algorithm and failure policy.
+func TestParseDenyAll(t *testing.T) {
+	c := mustLoad(t, "testdata/readme/example3.yaml")
+	r := c.Match("edge_proxy_per_ip", e("remote_address", "50.0.0.5"))
+	if r == nil || !r.DenyAll || r.Limit.Count != 0 || r.Limit.Period != time.Second {
+		t.Fatalf("50.0.0.5: %+v, want a deny-all rule per second", r)
+	}
+	if r := c.Match("edge_proxy_per_ip", e("remote_address", "50.0.0.1")); r == nil || r.DenyAll || r.Limit.Count != 10 {
+		t.Errorf("50.0.0.1: %+v, want 10 a second", r)
+	}
+	if v := r.View(); !v.DenyAll || v.RequestsPerUnit != 0 || v.Unit != "second" {
+		t.Errorf("view %+v", v)
+	}
+	for _, alg := range []string{"fixed_window", "sliding_log", "sliding_window", "token_bucket"} {
+		src := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 0, algorithm: " + alg + ", failure_policy: fail_open}\n"
+		d, err := Parse("deny.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%s: %v", alg, err)
+		}
+		r := d.Rules()[0]
+		if !r.DenyAll || r.Limit.Algorithm.String() != alg || r.Limit.Failure != redlimit.FailOpen || r.Limit.Period != time.Hour {
+			t.Errorf("%s: %+v", alg, r)
+		}
+	}
+	// The rest of the rule is still checked.
+	if _, err := Parse("deny.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 0, algorithm: leaky}\n")); err == nil {
+		t.Error("an unknown algorithm beside requests_per_unit 0 loaded")
+	}
+}
+
 // TestParseInvalid checks that each invalid file is rejected with an error
 // naming its file, line and field.
 func TestParseInvalid(t *testing.T) {
@@ -150,7 +182,6 @@ func TestParseInvalid(t *testing.T) {
 		{"duplicate_key_alone.yaml", 9, "descriptors[0].descriptors[1]", `duplicate descriptor key "user" (first at line 5)`, nil},
 		{"duplicate_path.yaml", 5, "descriptors[1]", `descriptor key "a_b" has the path "api.a_b" of descriptor key "a" value "b" at line 3`, nil},
 		{"negative.yaml", 6, "descriptors[0].rate_limit.requests_per_unit", "-5 is negative", redlimit.ErrInvalidLimit},
-		{"zero.yaml", 6, "descriptors[0].rate_limit.requests_per_unit", "0 admits nothing", redlimit.ErrInvalidLimit},
 		{"missing_requests_per_unit.yaml", 4, "descriptors[0].rate_limit.requests_per_unit", "missing", redlimit.ErrInvalidLimit},
 		{"missing_unit.yaml", 4, "descriptors[0].rate_limit.unit", "missing (want second, minute", nil},
 		{"too_many_requests.yaml", 6, "descriptors[0].rate_limit.requests_per_unit", "4294967296 is above 4294967295", redlimit.ErrInvalidLimit},
@@ -185,7 +216,6 @@ func TestParseInvalid(t *testing.T) {
 		{"bad_yaml.yaml", 5, "", "invalid YAML: found unexpected end of stream", nil},
 		{"alias_cycle.yaml", 6, "descriptors[0].descriptors[0]", "an alias makes this descriptor contain itself", nil},
 		{"non_string_key.yaml", 4, "descriptors[0]", "want a key name, got a list", nil},
-		{"../readme/example3.yaml", 15, "descriptors[1].rate_limit.requests_per_unit", "0 admits nothing", redlimit.ErrInvalidLimit},
 		{"../readme/example11.yaml", 8, "descriptors[0].share_threshold", "share_threshold is not supported", nil},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -236,7 +266,7 @@ func TestParseSeveralErrors(t *testing.T) {
 	_, err := Load("testdata/invalid/several.yaml")
 	want := []string{
 		`testdata/invalid/several.yaml:5: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month, year)`,
-		`testdata/invalid/several.yaml:10: descriptors[1].rate_limit.requests_per_unit: -1 is negative (want 1 to 4294967295)`,
+		`testdata/invalid/several.yaml:10: descriptors[1].rate_limit.requests_per_unit: -1 is negative (want 0 to 4294967295)`,
 		`testdata/invalid/several.yaml:11: descriptors[2]: duplicate descriptor key "ip" (first at line 7)`,
 	}
 	if err == nil || err.Error() != strings.Join(want, "\n") {

@@ -24,8 +24,11 @@ type item struct {
 	current *pb.RateLimitResponse_RateLimit
 	label   string // rule label for the metrics
 	key     string // the descriptor's key in the store
-	req     int    // index in plan.reqs; -1 when cost is 0
+	req     int    // index in plan.reqs; -1 when cost is 0 or denyAll
 	res     redlimit.Result
+	// denyAll: the rule's requests_per_unit is 0, so the item is denied
+	// without asking the limiter.
+	denyAll bool
 }
 
 // plan is what a request asks the limiter.
@@ -130,6 +133,7 @@ func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.Ra
 		default:
 			it.limit = rule.Limit
 			it.shadow = rule.Shadow
+			it.denyAll = rule.DenyAll
 			it.current = &pb.RateLimitResponse_RateLimit{
 				Name:            rule.Name,
 				RequestsPerUnit: clampUint32(rule.Limit.Count),
@@ -140,7 +144,7 @@ func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.Ra
 		it.shadow = it.shadow || s.opts.Shadow
 		key = descriptorKey(key[:0], req.Domain, d.Entries)
 		it.key = string(key)
-		if cost > 0 {
+		if cost > 0 && !it.denyAll {
 			p.add(&it)
 		}
 		p.items = append(p.items, it)
@@ -226,11 +230,18 @@ func (s *Service) override(it *item, domain string, d *rlpb.RateLimitDescriptor,
 //
 // Descriptors with hits_addend 0 are peeked (a cost of 1, nothing
 // consumed) before anything else; if an enforced one has nothing left, the
-// request is denied and the other limits are peeked too.
+// request is denied and the other limits are peeked too. So is a request
+// with an enforced deny-all rule (requests_per_unit 0), which is denied
+// without asking the limiter.
 func (s *Service) run(ctx context.Context, p *plan) error {
 	checkDenied := false
 	for i := range p.items {
 		it := &p.items[i]
+		if it.denyAll {
+			it.res = denyAllResult(it.limit)
+			checkDenied = checkDenied || !it.shadow
+			continue
+		}
 		if it.cost != 0 {
 			continue
 		}
@@ -285,6 +296,14 @@ func (s *Service) run(ctx context.Context, p *plan) error {
 		}
 	}
 	return nil
+}
+
+// denyAllResult is the answer to a rule with requests_per_unit 0: denied,
+// nothing left, never allowed (so no Retry-After), and
+// duration_until_reset one unit. The limiter is not asked, so it counts
+// nothing; its Source is the store's, the configuration's stand-in.
+func denyAllResult(l redlimit.Limit) redlimit.Result {
+	return redlimit.Result{RetryAfter: redlimit.Never, ResetAfter: l.Period, Source: redlimit.FromStore}
 }
 
 // enforcedDenied reports whether a limit not in shadow mode denied.

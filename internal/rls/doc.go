@@ -15,6 +15,10 @@
 //     descriptor that matches no rule has none: status OK, no current
 //     limit, limit_remaining 0, as envoyproxy/ratelimit answers;
 //   - an unlimited rule: OK, limit_remaining 4294967295;
+//   - a rule with requests_per_unit 0 (envoyproxy/ratelimit's block):
+//     OVER_LIMIT, limit_remaining 0, duration_until_reset one unit, without
+//     asking the limiter; the request's other limits are only peeked, as for
+//     any denied request (in shadow mode: counted as a shadow denial, OK);
 //   - a descriptor's own limit override (requests_per_unit, unit,
 //     unit_multiplier), in a known domain, replaces the rule's limit; it is
 //     counted by the matched rule's algorithm and failure policy, or by

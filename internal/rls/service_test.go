@@ -301,6 +301,68 @@ func TestUnlimited(t *testing.T) {
 	}
 }
 
+// TestDenyAll checks requests_per_unit 0 (config.Rule.DenyAll): every
+// request denied without asking the limiter, the request's other limits
+// left unconsumed, in shadow mode only counted.
+func TestDenyAll(t *testing.T) {
+	t.Parallel()
+	deny := func(path string, shadow bool) *config.Rule {
+		return &config.Rule{Path: path, Unit: "second", DenyAll: true, Shadow: shadow,
+			Limit: redlimit.Limit{Algorithm: redlimit.SlidingLog, Period: time.Second}}
+	}
+	blk := domain("blk",
+		node("remote_address", "50.0.0.5", deny("blk.remote_address_50.0.0.5", false)),
+		node("remote_address", "", rule("blk.remote_address", "", redlimit.PerMinute(5), "minute")),
+		node("path", "/beta", deny("blk.path_/beta", true)),
+		node("user", "", rule("blk.user", "", redlimit.PerHour(10), "hour")),
+	)
+	f := newFixture(t, Options{Headers: HeadersXRateLimit}, blk)
+	blocked, user := desc("remote_address", "50.0.0.5"), desc("user", "u")
+	for _, d := range []*rlpb.RateLimitDescriptor{blocked, withHits(desc("remote_address", "50.0.0.5"), 0)} {
+		resp := f.do(request("blk", d))
+		st := resp.Statuses[0]
+		if sig(resp) != "X:X" || st.CurrentLimit.GetRequestsPerUnit() != 0 || st.CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND ||
+			st.LimitRemaining != 0 || st.DurationUntilReset.AsDuration() != time.Second {
+			t.Fatalf("blocked address: %s %v", sig(resp), st)
+		}
+		h := headerMap(resp)
+		if h[HeaderXRateLimitLimit] != "0" || h[HeaderXRateLimitRemaining] != "0" || h[HeaderRetryAfter] != "" {
+			t.Fatalf("blocked address: headers %v, want limit 0, remaining 0 and no Retry-After", h)
+		}
+	}
+	f.obs.mu.Lock()
+	calls := f.obs.backend
+	f.obs.mu.Unlock()
+	if calls != 0 {
+		t.Fatalf("the limiter was called %d times for a deny-all rule alone", calls)
+	}
+	for range 3 {
+		if resp := f.do(request("blk", user, blocked)); sig(resp) != "X:OX" {
+			t.Fatalf("user + blocked address: %s, want X:OX", sig(resp))
+		}
+	}
+	if resp := f.do(request("blk", user)); remaining(resp)[0] != 9 {
+		t.Fatalf("user after 3 blocked requests and 1 alone: remaining %d, want 9 (the blocked ones consumed it)", remaining(resp)[0])
+	}
+	// In shadow mode it only counts; the other limits are consumed.
+	for i := range 3 {
+		resp := f.do(request("blk", desc("path", "/beta"), user))
+		if sig(resp) != "O:OO" || remaining(resp)[1] != uint32(8-i) {
+			t.Fatalf("shadow deny-all, request %d: %s %v", i, sig(resp), remaining(resp))
+		}
+	}
+	if n := f.obs.count("blk blk.remote_address_50.0.0.5 denied store"); n != 5 {
+		t.Errorf("deny-all denials observed: %d, want 5", n)
+	}
+	if n := f.obs.count("blk blk.path_/beta shadow_denied store"); n != 3 {
+		t.Errorf("shadow deny-all observed: %d, want 3", n)
+	}
+	// Other addresses get the key's limit.
+	if resp := f.do(request("blk", desc("remote_address", "50.0.0.6"))); sig(resp) != "O:O" || remaining(resp)[0] != 4 {
+		t.Fatalf("another address: %s %v", sig(resp), remaining(resp))
+	}
+}
+
 func TestReplaces(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Options{}, apiDomain())
