@@ -3,15 +3,19 @@
 GO ?= go
 
 .DEFAULT_GOAL := test
-.PHONY: test ensure-redis vet fmt bench run reliability
+.PHONY: test ensure-redis ensure-chromium vet fmt bench run reliability
 
-## test: vet and run every test with the race detector (needs redis-server; installs it as root).
-test: ensure-redis vet
+## test: vet and run every test with the race detector (needs redis-server and Chromium; installs them as root).
+test: ensure-redis ensure-chromium vet
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 ## ensure-redis: make sure redis-server and redis-cli are on PATH.
 ensure-redis:
 	bash scripts/ensure-redis.sh
+
+## ensure-chromium: make sure /usr/bin/chromium runs, for the dashboard's browser test.
+ensure-chromium:
+	bash scripts/ensure-chromium.sh
 
 ## vet: go vet every package.
 vet:

@@ -465,7 +465,8 @@ func TestSIGTERM(t *testing.T) {
 }
 
 // Start-up failures exit non-zero with the cause; no --config serves with no
-// rules and says so; environment variables set flags.
+// rules and says so; environment variables set flags; the dashboard is on
+// unless --dashboard=false (or REDLIMIT_DASHBOARD=false).
 func TestStartup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -506,4 +507,26 @@ func TestStartup(t *testing.T) {
 			}
 		}
 	})
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want int // GET / and GET /api/stats
+	}{
+		{"dashboard", nil, nil, 200},
+		{"dashboard off", nil, []string{"--dashboard=false"}, 404},
+		{"dashboard off from the environment", []string{"REDLIMIT_DASHBOARD=false"}, nil, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProc(t, tc.env, tc.args...)
+			for _, path := range []string{"/", "/api/stats"} {
+				if code, body := p.get(path); code != tc.want {
+					t.Errorf("GET %s: %d, want %d\n%s", path, code, tc.want, body)
+				}
+			}
+			if code, _ := p.get("/healthz"); code != 200 {
+				t.Errorf("GET /healthz: %d", code)
+			}
+		})
+	}
 }

@@ -4,7 +4,7 @@
 //	redlimit serve [flags]
 //
 // serves the Envoy Rate Limit Service v3 over gRPC, and /json, /healthz,
-// /readyz, /metrics and /rules over HTTP.
+// /readyz, /metrics, /rules and the live dashboard (at /) over HTTP.
 //
 //	redlimit bench [flags]
 //
@@ -104,6 +104,7 @@ func (headersFlag) IsBoolFlag() bool { return true }
 func serve(args []string, stdout, stderr io.Writer) int {
 	var (
 		o         server.Options
+		dashboard bool
 		logFormat string
 		logLevel  slog.Level
 	)
@@ -114,7 +115,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", "", "`text` starting every Redis key; instances that share limits must share it (default \"redlimit:\")")
 	fs.DurationVar(&o.Timeout, "timeout", resilient.DefaultTimeout, "deadline of each Redis call; past it, or while Redis fails, each rule's failure_policy answers.\nKeep it below the proxy's own timeout (Envoy's rate limit filter: 20ms by default), or the proxy gives up first")
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", server.DefaultGRPCAddr, "gRPC listen `address` (RLS v3, health, reflection)")
-	fs.StringVar(&o.HTTPAddr, "http-addr", server.DefaultHTTPAddr, "HTTP listen `address` (/json, /healthz, /readyz, /metrics, /rules)")
+	fs.StringVar(&o.HTTPAddr, "http-addr", server.DefaultHTTPAddr, "HTTP listen `address` (/json, /healthz, /readyz, /metrics, /rules, the dashboard at /)")
 	fs.BoolVar(&o.Shadow, "shadow", false, "shadow mode for every rule: decide and count, never deny")
 	fs.Var(headersFlag{&o.Headers}, "response-headers", "rate-limit response header `mode`, from the limit closest to running out:\nietf (draft-10 RateLimit-Policy and RateLimit, the choice when the flag stands alone),\nx-ratelimit (X-RateLimit-Limit/Remaining/Reset) or envoy (RateLimit-Limit/Remaining/Reset).\nWrite --response-headers=envoy; default off")
 	fs.IntVar(&o.MaxDescriptors, "max-descriptors", rls.DefaultMaxDescriptors, "most descriptors in one request (at most 64)")
@@ -122,6 +123,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.MaxBytes, "max-descriptor-bytes", rls.DefaultMaxBytes, "most bytes of domain, keys and values in one request")
 	fs.IntVar(&o.MaxMessageBytes, "max-message-bytes", server.DefaultMaxMessageBytes, "largest gRPC message and /json body, in bytes")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "how long requests in flight may finish after SIGTERM or SIGINT")
+	fs.BoolVar(&dashboard, "dashboard", true, "serve the live dashboard at / on the HTTP address: decisions, most limited keys, backend\nlatency and errors, breaker, rules, a form to try a request (it shows keys: keep the address private).\n--dashboard=false turns it off")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve runtime profiles under /debug/pprof/ on the HTTP address (keep it private)")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format`: text or json")
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
@@ -143,6 +145,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlimit serve: unexpected argument %q (flags with a value: --name=value)\n", fs.Arg(0))
 		return 2
 	}
+	o.NoDashboard = !dashboard
 	var h slog.Handler
 	switch logFormat {
 	case "text":
@@ -209,7 +212,7 @@ func printUsage(fs *flag.FlagSet, w io.Writer) {
 
 Serves the Envoy Rate Limit Service v3 (envoy.service.ratelimit.v3.RateLimitService)
 over gRPC, with the gRPC health and reflection services, and over HTTP:
-POST /json, GET /healthz, /readyz, /metrics, /rules.
+POST /json, GET /healthz, /readyz, /metrics, /rules, and the live dashboard at /.
 
 Every flag can be set by the environment variable shown; a flag given on the
 command line wins. SIGHUP reloads the configuration; SIGTERM and SIGINT shut

@@ -64,7 +64,7 @@ func TestCommandLine(t *testing.T) {
 	// Every flag is documented with its environment variable.
 	var out bytes.Buffer
 	run([]string{"serve", "--help"}, &out, &out)
-	for _, f := range []string{"config", "redis", "grpc-addr", "http-addr", "shadow", "response-headers", "log-format", "log-level", "timeout", "max-descriptors", "max-entries", "max-descriptor-bytes", "max-message-bytes"} {
+	for _, f := range []string{"config", "redis", "grpc-addr", "http-addr", "shadow", "response-headers", "log-format", "log-level", "timeout", "max-descriptors", "max-entries", "max-descriptor-bytes", "max-message-bytes", "dashboard"} {
 		if !strings.Contains(out.String(), "--"+f+" ") && !strings.Contains(out.String(), "--"+f+"   ") {
 			t.Errorf("--help does not list --%s", f)
 		}

@@ -9,7 +9,10 @@
 //   - [Recorder.Observe] once per limited descriptor decision, with an
 //     [Event]: domain, rule path, limited key, allowed or not, shadow mode,
 //     the path that decided ([redlimit.Source]) and the backend latency;
-//   - [Recorder.BackendError] when a call to the backend fails;
+//   - [Recorder.Latency] once per backend call, if the latency is not given
+//     on the events: a call may decide several descriptors;
+//   - [Recorder.BackendError] when a call to the backend fails, or (as
+//     redlimit serve does) when a failure policy answered instead;
 //   - [Recorder.SetBreakerState] when the circuit breaker changes, unless
 //     RecorderOptions.BreakerState lets snapshots ask for it.
 //

@@ -41,7 +41,8 @@ type Event struct {
 	// Latency is how long the backend call that decided took; 0 when it
 	// was not measured (the deny cache, say), and then it is not recorded.
 	// When one call decides several descriptors, give it on one Event
-	// only, so that each call counts once.
+	// only, so that each call counts once; or leave it 0 and give each
+	// call's latency to [Recorder.Latency] instead.
 	Latency time.Duration
 }
 
@@ -181,6 +182,16 @@ func (r *Recorder) observeAt(now time.Time, e Event) {
 	if out != outAllowed {
 		r.top.add(shard, item{s: s, key: clip(e.Key)}, now.UnixNano())
 	}
+}
+
+// Latency records how long one call to the backend took, for the latency
+// percentiles. Call it once per call, for services that time calls rather
+// than decisions, and then leave Event.Latency 0. A d <= 0 is ignored.
+func (r *Recorder) Latency(d time.Duration) {
+	if r == nil || d <= 0 {
+		return
+	}
+	r.latency[rand.Uint32()&r.mask].add(r.now().Unix(), d)
 }
 
 // BackendError records that a call to the backend (Redis) failed. The

@@ -188,6 +188,26 @@ func TestRecorderLatency(t *testing.T) {
 	}
 }
 
+// Latency records one sample per call, apart from the events.
+func TestRecorderLatencyPerCall(t *testing.T) {
+	c := newClock(at(secs(3.5)))
+	r := newTestRecorder(c)
+	for _, d := range []time.Duration{2 * time.Millisecond, 0, -time.Millisecond, 4 * time.Millisecond} {
+		r.Latency(d) // 0 and negative are not measured
+	}
+	observe(r, at(secs(3.5)), 10, Event{Domain: "d", Rule: "r", Allowed: true}) // no latency of their own
+	var nilRec *Recorder
+	nilRec.Latency(time.Second) // a no-op
+	c.set(at(secs(4.2)))
+	l := r.Snapshot().Latency
+	if l.Count != 2 || l.CountPerSecond[59] != 2 {
+		t.Fatalf("count %d (last second %d), want 2", l.Count, l.CountPerSecond[59])
+	}
+	if l.P50 < 2*0.88 || l.P99 > 4*1.12 {
+		t.Errorf("p50 %.3f ms, p99 %.3f ms, want 2 to 4 ms", l.P50, l.P99)
+	}
+}
+
 func TestLatencyBuckets(t *testing.T) {
 	prev := -1
 	for d := time.Duration(1); d < 40*time.Second; d = d*11/10 + 1 {

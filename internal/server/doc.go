@@ -1,7 +1,7 @@
 // Package server runs the redlimit rate limit service (`redlimit serve`):
 // the rls package's Envoy RLS v3 over gRPC and HTTP, on a store, with its
-// configuration reloaded as it changes, metrics, health and a graceful
-// shutdown.
+// configuration reloaded as it changes, metrics, a live dashboard, health
+// and a graceful shutdown.
 //
 // # Store
 //
@@ -31,9 +31,25 @@
 //	GET  /metrics      Prometheus, on a registry of the server's own (see [Metrics])
 //	GET  /rules        the configuration in use: files, domains, rules
 //	GET  /debug/pprof/ runtime profiles, only with Options.Pprof
+//	GET  /             the live dashboard (package dashboard), unless Options.NoDashboard;
+//	                   with /static/FILE, /api/stats, /api/events (server-sent events) and /api/rules
 //
 // Timeouts: 5 s to read the header, 10 s to read the request and to write
-// the response, 2 min idle; headers up to 64 KiB.
+// the response (the dashboard's event streams extend theirs), 2 min idle;
+// headers up to 64 KiB. The routes above the dashboard's take precedence.
+//
+// # Dashboard
+//
+// The service reports every decision to the Prometheus metrics and to a
+// dashboard.Recorder: each limited descriptor (its rule, outcome, the path
+// that decided and, for a denial, the key as its entries, such as
+// "remote_address=10.0.0.1"), the latency of each backend call (but those
+// the deny cache answered without asking the store), and as
+// backend errors the calls that failed and those a failure policy answered
+// (local, fail_open, fail_closed). The breaker's state is the resilient
+// limiter's on Redis; on memory there is no breaker ("n/a"). The page's
+// rules are those of GET /rules, and its "try a request" form posts to
+// /json, so what it shows is what the service decides.
 //
 // # Configuration
 //
@@ -50,7 +66,8 @@
 // # Shutdown
 //
 // When Run's context ends, the server reports not ready, stops accepting
-// connections, lets requests in flight finish for up to
+// connections, ends the dashboard's event streams, lets requests in flight
+// finish for up to
 // Options.ShutdownTimeout (10 s; then cuts them off), stops the watcher,
 // leaves the live-node registry and closes the store. Nothing it started
 // keeps running after Run returns.

@@ -30,6 +30,11 @@ const (
 //	GET  /metrics     Prometheus metrics
 //	GET  /rules       the configuration in use as JSON
 //	GET  /debug/pprof/ runtime profiles, with Options.Pprof
+//	GET  /            the live dashboard, unless Options.NoDashboard, with its
+//	                  /static/, /api/stats, /api/events and /api/rules
+//
+// The routes above the dashboard's take precedence: it gets only the paths
+// they do not match.
 func (s *Server) newHTTP() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/json", s.svc.JSONHandler(int64(s.opts.MaxMessageBytes)))
@@ -48,7 +53,10 @@ func (s *Server) newHTTP() *http.Server {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return &http.Server{
+	if s.recorder != nil {
+		mux.Handle("/", s.dashboardHandler())
+	}
+	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -57,6 +65,10 @@ func (s *Server) newHTTP() *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	if s.recorder != nil {
+		srv.RegisterOnShutdown(s.closeDashboard)
+	}
+	return srv
 }
 
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +90,9 @@ type rulesView struct {
 	Shadow  bool           `json:"global_shadow_mode"`
 }
 
-func (s *Server) serveRules(w http.ResponseWriter, _ *http.Request) {
+// rulesView returns the configuration in use, as GET /rules and the
+// dashboard show it.
+func (s *Server) rulesView() rulesView {
 	cfg := s.svc.Config()
 	v := rulesView{Files: cfg.Files, Domains: domainNames(cfg), Rules: cfg.Rules(), Shadow: s.opts.Shadow}
 	if v.Files == nil {
@@ -87,7 +101,11 @@ func (s *Server) serveRules(w http.ResponseWriter, _ *http.Request) {
 	if v.Rules == nil {
 		v.Rules = []*config.Rule{}
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
+	return v
+}
+
+func (s *Server) serveRules(w http.ResponseWriter, _ *http.Request) {
+	b, err := json.MarshalIndent(s.rulesView(), "", "  ")
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/dashboard"
 	"github.com/redlimit/redlimit/internal/rls"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
@@ -65,6 +66,12 @@ type Options struct {
 	// ReloadDebounce is how long the config path must stay quiet after a
 	// change before it is reloaded (default [DefaultReloadDebounce]).
 	ReloadDebounce time.Duration
+	// NoDashboard turns off the live dashboard, which is otherwise served
+	// at / on the HTTP address (see package dashboard): decisions per
+	// second, the most limited keys, backend latency and errors, the
+	// breaker, the rules and a form to try a request. It shows keys and
+	// rules, so keep the address private, or turn it off.
+	NoDashboard bool
 	// Pprof serves the runtime profiles (net/http/pprof) under
 	// /debug/pprof/ on the HTTP address. Off by default: profiles reveal
 	// internals and cost CPU, keep the address private.
@@ -75,7 +82,8 @@ type Options struct {
 
 // Server is the redlimit rate limit service: the Envoy RLS v3 over gRPC,
 // with the gRPC health and reflection services, and HTTP with /json,
-// /healthz, /readyz, /metrics and /rules. Make one with [New], then [Run] it.
+// /healthz, /readyz, /metrics, /rules and the live dashboard. Make one with
+// [New], then [Run] it.
 type Server struct {
 	opts Options
 	log  *slog.Logger
@@ -83,6 +91,10 @@ type Server struct {
 	svc      *rls.Service
 	metrics  *Metrics
 	registry *prometheus.Registry
+
+	recorder       *dashboard.Recorder // nil with Options.NoDashboard
+	dashDone       <-chan struct{}     // ends the dashboard's event streams
+	closeDashboard func()              // closes dashDone, once
 
 	redis     *redisstore.Store    // nil on memory
 	nodes     *redisstore.Registry // nil on memory
@@ -131,6 +143,11 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	if s.metrics, err = NewMetrics(s.registry, breaker); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	var obs rls.Observer = s.metrics
+	if !s.opts.NoDashboard {
+		s.newDashboard(breaker)
+		obs = observer{metrics: s.metrics, rec: s.recorder}
+	}
 	s.svc, err = rls.New(rls.Options{
 		Limiter:        limiter,
 		Shadow:         s.opts.Shadow,
@@ -138,7 +155,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		MaxDescriptors: s.opts.MaxDescriptors,
 		MaxEntries:     s.opts.MaxEntries,
 		MaxBytes:       s.opts.MaxBytes,
-		Observer:       s.metrics,
+		Observer:       obs,
 		Logger:         s.log,
 	})
 	if err != nil {
@@ -252,7 +269,7 @@ func (s *Server) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("server: HTTP: %w", err)
 		}
 	}()
-	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(),
+	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "dashboard", s.recorder != nil,
 		"shadow", s.opts.Shadow, "response_headers", s.opts.Headers.String())
 
 	var err error
