@@ -11,7 +11,18 @@ type ring struct {
 	n    int
 }
 
-func (r *ring) at(i int) int64 { return r.buf[(r.head+i)%len(r.buf)] }
+func (r *ring) at(i int) int64 { return r.buf[r.pos(i)] }
+
+// pos returns the index in buf of position i (0 <= i < 2*len(buf) - head),
+// without the division of a modulo: at is called at every probe of a
+// binary search.
+func (r *ring) pos(i int) int {
+	j := r.head + i
+	if j >= len(r.buf) {
+		j -= len(r.buf)
+	}
+	return j
+}
 
 func (r *ring) clear() { r.head, r.n = 0, 0 }
 
@@ -42,7 +53,7 @@ func (r *ring) trim(t int64) {
 	if k == 0 {
 		return
 	}
-	r.head = (r.head + k) % len(r.buf)
+	r.head = r.pos(k)
 	r.n -= k
 }
 
@@ -55,7 +66,7 @@ func (r *ring) add(t int64, n, limit int64) {
 	}
 	if r.n == 0 || t >= r.newest() {
 		for range n {
-			r.buf[(r.head+r.n)%len(r.buf)] = t
+			r.buf[r.pos(r.n)] = t
 			r.n++
 		}
 		return
@@ -64,10 +75,10 @@ func (r *ring) add(t int64, n, limit int64) {
 	// shift the later entries up by n.
 	pos := r.firstAfter(t)
 	for i := r.n - 1; i >= pos; i-- {
-		r.buf[(r.head+i+int(n))%len(r.buf)] = r.at(i)
+		r.buf[r.pos(i+int(n))] = r.at(i)
 	}
 	for i := range int(n) {
-		r.buf[(r.head+pos+i)%len(r.buf)] = t
+		r.buf[r.pos(pos+i)] = t
 	}
 	r.n += int(n)
 }
