@@ -32,12 +32,23 @@ func newParams(l redlimit.Limit) params {
 	return p
 }
 
+// same reports whether p, made from a valid limit, is what newParams would
+// make of l, a limit of the same algorithm and period: then l is valid too,
+// and p decides for it without validating it or dividing again.
+func (p *params) same(l *redlimit.Limit) bool {
+	return l.Count == p.count && (l.Burst == p.burst || l.Algorithm != redlimit.TokenBucket) &&
+		l.Failure <= redlimit.FailClosed
+}
+
 // entry is the state of one (key, algorithm, period), linked to the key's
 // other entries.
 type entry struct {
-	alg    redlimit.Algorithm
-	period int64 // µs
-	next   *entry
+	// p is made from the limit of the last decision that validated one:
+	// its algorithm and period identify the entry; its count and burst
+	// tell whether the next request's limit is the same (then it need not
+	// be validated again), and are replaced when they change.
+	p    params
+	next *entry
 
 	// fixed_window: a = window index, b = count.
 	// sliding_window: a = window index, b = its count, c = the previous window's count.
@@ -63,20 +74,22 @@ func floorDiv(a, b int64) int64 {
 }
 
 // check decides a request of cost n at now (µs) against e, which may be nil
-// (no state). It returns the result and, when allowed, what commit must write.
-func check(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
+// (no state). It writes the result to r and returns, when allowed, what
+// commit must write. (The result goes through a pointer: returned by value
+// through two calls, it cost a store-forwarding stall on every decision.)
+func check(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	if e != nil && now >= e.expires {
 		e = nil
 	}
 	switch p.alg {
 	case redlimit.FixedWindow:
-		return checkFixed(e, p, now, n)
+		return checkFixed(e, p, now, n, r)
 	case redlimit.SlidingLog:
-		return checkLog(e, p, now, n)
+		return checkLog(e, p, now, n, r)
 	case redlimit.SlidingWindow:
-		return checkSliding(e, p, now, n)
+		return checkSliding(e, p, now, n, r)
 	default:
-		return checkGCRA(e, p, now, n)
+		return checkGCRA(e, p, now, n, r)
 	}
 }
 
@@ -92,7 +105,7 @@ func commit(e *entry, p *params, now, n int64, w pending) {
 	e.a, e.b, e.c, e.expires = w.a, w.b, w.c, w.expires
 }
 
-func checkFixed(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
+func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	var w, end, c int64
 	if e != nil && now < e.expires && now >= e.expires-p.window {
 		w, end, c = e.a, e.expires, e.b // still the entry's window: no division
@@ -103,7 +116,7 @@ func checkFixed(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
 			c = e.b
 		}
 	}
-	r := redlimit.Result{Limit: p.count}
+	*r = redlimit.Result{Limit: p.count}
 	if c+n > p.count {
 		r.Remaining = p.count - c
 		r.RetryAfter = us(end - now)
@@ -113,22 +126,22 @@ func checkFixed(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
 		if c > 0 {
 			r.ResetAfter = us(end - now)
 		}
-		return r, pending{}
+		return pending{}
 	}
 	r.Allowed = true
 	r.Remaining = p.count - c - n
 	r.ResetAfter = us(end - now)
-	return r, pending{a: w, b: c + n, expires: end}
+	return pending{a: w, b: c + n, expires: end}
 }
 
-func checkLog(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
+func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	var lg *ring
 	if e != nil {
 		lg = &e.log
 	}
 	since := now - p.window // entries at or before since have expired
 	c := lg.countAfter(since)
-	r := redlimit.Result{Limit: p.count}
+	*r = redlimit.Result{Limit: p.count}
 	if c+n > p.count {
 		r.Remaining = p.count - c
 		if n > p.count {
@@ -140,7 +153,7 @@ func checkLog(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
 		if c > 0 {
 			r.ResetAfter = us(lg.newest() + p.window - now)
 		}
-		return r, pending{}
+		return pending{}
 	}
 	newest := now
 	if c > 0 && lg.newest() > now {
@@ -149,10 +162,10 @@ func checkLog(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
 	r.Allowed = true
 	r.Remaining = p.count - c - n
 	r.ResetAfter = us(newest + p.window - now)
-	return r, pending{expires: newest + p.window}
+	return pending{expires: newest + p.window}
 }
 
-func checkSliding(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
+func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	W := p.window
 	w := floorDiv(now, W)
 	elapsed := now - w*W
@@ -168,7 +181,7 @@ func checkSliding(e *entry, p *params, now, n int64) (redlimit.Result, pending) 
 	L := p.count
 	est := float64(float64(prev)*float64(W-elapsed)/float64(W)) + float64(cur)
 	room := float64(L) - est
-	r := redlimit.Result{Limit: L}
+	*r = redlimit.Result{Limit: L}
 	if room < float64(n) {
 		r.Remaining = max(0, int64(math.Floor(room)))
 		switch {
@@ -189,21 +202,21 @@ func checkSliding(e *entry, p *params, now, n int64) (redlimit.Result, pending) 
 		case prev > 0:
 			r.ResetAfter = us(W - elapsed)
 		}
-		return r, pending{}
+		return pending{}
 	}
 	r.Allowed = true
 	r.Remaining = max(0, int64(math.Floor(room-float64(n))))
 	r.ResetAfter = us(2*W - elapsed)
-	return r, pending{a: w, b: cur + n, c: prev, expires: (w + 2) * W}
+	return pending{a: w, b: cur + n, c: prev, expires: (w + 2) * W}
 }
 
-func checkGCRA(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
+func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	tat := now
 	if e != nil && e.a > now {
 		tat = e.a
 	}
 	next := tat + n*p.ei
-	r := redlimit.Result{Limit: p.burst}
+	*r = redlimit.Result{Limit: p.burst}
 	if next-now > p.tau {
 		r.Remaining = (p.tau - (tat - now)) / p.ei
 		r.RetryAfter = us(next - now - p.tau)
@@ -211,10 +224,10 @@ func checkGCRA(e *entry, p *params, now, n int64) (redlimit.Result, pending) {
 			r.RetryAfter = redlimit.Never
 		}
 		r.ResetAfter = us(tat - now)
-		return r, pending{}
+		return pending{}
 	}
 	r.Allowed = true
 	r.Remaining = (p.tau - (next - now)) / p.ei
 	r.ResetAfter = us(next - now)
-	return r, pending{a: next, expires: next}
+	return pending{a: next, expires: next}
 }

@@ -27,7 +27,8 @@ type Store struct {
 	n         atomic.Int64 // states held
 	max       int64
 	now       func() time.Time // nil: the monotonic clock from base
-	base      time.Time
+	base      time.Time        // with its monotonic reading
+	baseMicro int64            // base in µs since the Unix epoch
 	sweep     time.Duration
 	closed    atomic.Bool
 	stop      chan struct{}
@@ -46,9 +47,9 @@ type slot struct {
 }
 
 // find returns the entry for (alg, period), or nil.
-func (sl *slot) find(alg redlimit.Algorithm, period int64) *entry {
+func (sl *slot) find(alg redlimit.Algorithm, period time.Duration) *entry {
 	for e := sl.head; e != nil; e = e.next {
-		if e.period == period && e.alg == alg {
+		if e.p.alg == alg && us(e.p.window) == period {
 			return e
 		}
 	}
@@ -117,6 +118,7 @@ func WithSweepInterval(d time.Duration) Option {
 // [DefaultSweepInterval]. It returns an error only for an invalid option.
 func New(opts ...Option) (*Store, error) {
 	s := &Store{base: time.Now(), max: DefaultMaxKeys, sweep: DefaultSweepInterval}
+	s.baseMicro = s.base.UnixMicro()
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -154,7 +156,7 @@ func (s *Store) micros() int64 {
 	if s.now != nil {
 		return s.now().UnixMicro()
 	}
-	return s.base.UnixMicro() + int64(time.Since(s.base)/time.Microsecond)
+	return s.baseMicro + int64(time.Since(s.base)/time.Microsecond)
 }
 
 func (s *Store) usable(ctx context.Context) error {
@@ -182,12 +184,42 @@ func (s *Store) lock(key string) *slot {
 
 // AllowN implements [redlimit.Limiter]. It allocates nothing once a key has
 // been seen.
-func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
+func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n int64) (res redlimit.Result, err error) {
+	// Small enough to inline, so that a caller's result is written in place.
+	err = s.allowN(ctx, key, &limit, n, &res)
+	return res, err
+}
+
+func (s *Store) allowN(ctx context.Context, key string, limit *redlimit.Limit, n int64, res *redlimit.Result) error {
+	// The common case: a key with a state for this algorithm and period,
+	// whose parameters were made from this count and burst, so the limit
+	// is valid. Anything else, errors included, takes the full path.
+	if key != "" && n >= 1 && n <= redlimit.MaxCost && !s.closed.Load() && ctx.Err() == nil {
+		if v, ok := s.keys.Load(key); ok {
+			sl := v.(*slot)
+			sl.mu.Lock()
+			if e := sl.find(limit.Algorithm, limit.Period); e != nil && e.p.same(limit) {
+				now := s.micros()
+				if w := check(e, &e.p, now, n, res); res.Allowed {
+					commit(e, &e.p, now, n, w)
+				}
+				sl.mu.Unlock()
+				return nil
+			}
+			sl.mu.Unlock()
+		}
+	}
+	return s.allowSlow(ctx, key, *limit, n, res)
+}
+
+func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit, n int64, res *redlimit.Result) error {
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
-		return redlimit.Result{}, fmt.Errorf("memory: %w", err)
+		*res = redlimit.Result{}
+		return fmt.Errorf("memory: %w", err)
 	}
 	if err := s.usable(ctx); err != nil {
-		return redlimit.Result{}, err
+		*res = redlimit.Result{}
+		return err
 	}
 	p := newParams(limit)
 	var sl *slot
@@ -201,28 +233,31 @@ func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n 
 	} else {
 		// A key with no state that cannot pass makes none: a stream of
 		// requests too costly for their limit costs no memory.
-		if res, _ := check(nil, &p, s.micros(), n); !res.Allowed {
-			return res, nil
+		if check(nil, &p, s.micros(), n, res); !res.Allowed {
+			return nil
 		}
 		sl = s.lock(key)
 	}
 	now := s.micros()
-	e := sl.find(p.alg, p.window)
-	res, w := check(e, &p, now, n)
+	e := sl.find(limit.Algorithm, limit.Period)
+	w := check(e, &p, now, n, res)
 	added := false
 	if res.Allowed {
 		if e == nil {
-			e = &entry{alg: p.alg, period: p.window, next: sl.head}
+			e = &entry{next: sl.head}
 			sl.head = e
 			added = true
 		}
 		commit(e, &p, now, n, w)
 	}
+	if e != nil {
+		e.p = p // the count or burst may have changed
+	}
 	sl.mu.Unlock()
 	if added && s.n.Add(1) > s.max {
 		s.evict(now)
 	}
-	return res, nil
+	return nil
 }
 
 // Allow is AllowN with a cost of 1.
@@ -241,12 +276,14 @@ func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n in
 	p := newParams(limit)
 	v, ok := s.keys.Load(key)
 	if !ok {
-		res, _ := check(nil, &p, s.micros(), n)
+		var res redlimit.Result
+		check(nil, &p, s.micros(), n, &res)
 		return res, nil
 	}
 	sl := v.(*slot)
 	sl.mu.Lock()
-	res, _ := check(sl.find(p.alg, p.window), &p, s.micros(), n)
+	var res redlimit.Result
+	check(sl.find(limit.Algorithm, limit.Period), &p, s.micros(), n, &res)
 	sl.mu.Unlock()
 	return res, nil
 }
@@ -265,7 +302,7 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	}
 	sl := v.(*slot)
 	sl.mu.Lock()
-	if e := sl.find(limit.Algorithm, limit.Period.Microseconds()); e != nil {
+	if e := sl.find(limit.Algorithm, limit.Period); e != nil {
 		s.drop(key, sl, e)
 	}
 	sl.mu.Unlock()
@@ -315,7 +352,7 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 	ws := make([]pending, len(reqs))
 	for i, r := range reqs {
 		ps[i] = newParams(r.Limit)
-		d.Results[i], ws[i] = check(slots[r.Key].find(ps[i].alg, ps[i].window), &ps[i], now, r.Cost)
+		ws[i] = check(slots[r.Key].find(r.Limit.Algorithm, r.Limit.Period), &ps[i], now, r.Cost, &d.Results[i])
 		d.Allowed = d.Allowed && d.Results[i].Allowed
 	}
 	if !d.Allowed {
@@ -324,13 +361,14 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 	added := int64(0)
 	for i, r := range reqs {
 		sl := slots[r.Key]
-		e := sl.find(ps[i].alg, ps[i].window)
+		e := sl.find(r.Limit.Algorithm, r.Limit.Period)
 		if e == nil {
-			e = &entry{alg: ps[i].alg, period: ps[i].window, next: sl.head}
+			e = &entry{next: sl.head}
 			sl.head = e
 			added++
 		}
 		commit(e, &ps[i], now, r.Cost, ws[i])
+		e.p = ps[i]
 	}
 	if added > 0 && s.n.Add(added) > s.max {
 		defer s.evict(now) // after the unlocks, deferred above

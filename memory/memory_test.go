@@ -190,3 +190,82 @@ func TestExactWhileEvictingAndSweeping(t *testing.T) {
 		t.Errorf("holds %d states with WithMaxKeys(50)", n)
 	}
 }
+
+// TestKnownKeyStillValidates: a key with state for an algorithm and period
+// takes a shorter path when asked with the same limit again; a limit of the
+// same algorithm and period that is not valid, a bad cost, a canceled
+// context and a closed store must still fail there, and a valid change of
+// count or burst must be decided with the new values.
+func TestKnownKeyStillValidates(t *testing.T) {
+	clock := redlimittest.NewClock(redlimittest.T0)
+	s, err := memory.New(memory.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bucket := redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(1)
+	bad := []struct {
+		name  string
+		valid redlimit.Limit
+		limit redlimit.Limit
+		cost  int64
+		want  error
+	}{
+		{"zero count", algorithms[0], withCount(algorithms[0], 0), 1, redlimit.ErrInvalidLimit},
+		{"negative count", algorithms[2], withCount(algorithms[2], -1), 1, redlimit.ErrInvalidLimit},
+		{"count above the maximum", algorithms[0], withCount(algorithms[0], redlimit.MaxCount+1), 1, redlimit.ErrInvalidLimit},
+		{"sliding log too long", algorithms[1], withCount(algorithms[1], redlimit.MaxLogCount+1), 1, redlimit.ErrInvalidLimit},
+		{"zero burst", bucket, bucket.TokenBucket(0), 1, redlimit.ErrInvalidBurst},
+		{"burst too long", bucket, bucket.TokenBucket(redlimit.MaxCount), 1, redlimit.ErrInvalidBurst},
+		{"unknown failure policy", algorithms[3], withFailure(algorithms[3], 99), 1, redlimit.ErrInvalidLimit},
+		{"fractional microseconds", algorithms[0], withPeriod(algorithms[0], time.Second+1), 1, redlimit.ErrInvalidLimit},
+		{"zero cost", algorithms[1], algorithms[1], 0, redlimit.ErrInvalidCost},
+		{"huge cost", algorithms[3], algorithms[3], redlimit.MaxCost + 1, redlimit.ErrInvalidCost},
+	}
+	for _, b := range bad {
+		key := "known " + b.name
+		if r, err := s.AllowN(ctx, key, b.valid, 1); err != nil || !r.Allowed {
+			t.Fatalf("%s: first request: %+v, %v", b.name, r, err)
+		}
+		if r, err := s.AllowN(ctx, key, b.limit, b.cost); !errors.Is(err, b.want) {
+			t.Errorf("%s: %+v, %v, want %v", b.name, r, err, b.want)
+		}
+	}
+
+	// A new count or burst on a known state is decided with the new value.
+	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(5).FixedWindow(), 3); err != nil || r.Remaining != 2 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); err != nil || !r.Allowed || r.Remaining != 0 || r.Limit != 4 {
+		t.Errorf("after a count change: %+v, %v, want allowed with 0 of 4 remaining", r, err)
+	}
+	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(2), 2); err != nil || !r.Allowed {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(3), 1); err != nil || !r.Allowed || r.Limit != 3 {
+		t.Errorf("after a burst change: %+v, %v, want allowed with a limit of 3", r, err)
+	}
+	// Another failure policy is the same limit to a store.
+	if r, err := s.AllowN(ctx, "count", withFailure(redlimit.PerSecond(4).FixedWindow(), redlimit.FailOpen), 1); err != nil || r.Allowed {
+		t.Errorf("with another failure policy: %+v, %v, want denied", r, err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.AllowN(cctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context on a known key: %v", err)
+	}
+	s.Close()
+	if _, err := s.AllowN(ctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); !errors.Is(err, redlimit.ErrClosed) {
+		t.Errorf("closed store, known key: %v, want ErrClosed", err)
+	}
+	if _, err := s.AllowN(ctx, "count", redlimit.PerSecond(0).FixedWindow(), 1); !errors.Is(err, redlimit.ErrInvalidLimit) {
+		t.Errorf("closed store, known key, invalid limit: %v, want ErrInvalidLimit first", err)
+	}
+}
+
+func withCount(l redlimit.Limit, n int64) redlimit.Limit { l.Count = n; return l }
+
+func withPeriod(l redlimit.Limit, d time.Duration) redlimit.Limit { l.Period = d; return l }
+
+func withFailure(l redlimit.Limit, f redlimit.FailurePolicy) redlimit.Limit { l.Failure = f; return l }
