@@ -76,6 +76,7 @@ type Limiter struct {
 	nodes    NodeCounter
 	log      *slog.Logger
 	now      func() time.Time
+	workers  workers
 }
 
 var _ redlimit.Limiter = (*Limiter)(nil)
@@ -100,6 +101,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		nodes:    opts.Nodes,
 		log:      opts.Logger,
 		now:      opts.Now,
+		workers:  newWorkers(maxWorkers),
 	}
 	if l.log == nil {
 		l.log = slog.Default()
@@ -145,9 +147,10 @@ type oneNode struct{}
 
 func (oneNode) Nodes() int { return 1 }
 
-// Close releases the fallback store the Limiter made. It does not close the
-// store it wraps.
+// Close releases the fallback store the Limiter made and the goroutines
+// kept for calls to the store. It does not close the store it wraps.
 func (l *Limiter) Close() error {
+	l.workers.close()
 	if l.ownsFB != nil {
 		return l.ownsFB.Close()
 	}
@@ -251,45 +254,62 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 
 // call asks the store to decide reqs.
 func (l *Limiter) call(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
-	return l.bounded(ctx, func(ctx context.Context) (redlimit.Decision, error) {
-		if len(reqs) > 1 {
-			return l.store.AllowAll(ctx, reqs)
-		}
-		res, err := l.store.AllowN(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
-		return redlimit.Decision{Allowed: res.Allowed, Results: []redlimit.Result{res}}, err
-	})
+	return l.bounded(ctx, storeCall{reqs: reqs})
 }
 
-// bounded runs f with the deadline, giving up at the deadline even if the
-// client does not: the late answer is then dropped by f's goroutine.
-func (l *Limiter) bounded(ctx context.Context, f func(context.Context) (redlimit.Decision, error)) (redlimit.Decision, error) {
+// storeCall is one call to the store: AllowAll (AllowN for one request) of
+// reqs, or Peek of peek.
+type storeCall struct {
+	reqs []redlimit.Request
+	peek *redlimit.Request
+}
+
+// do makes the call c to l's store.
+func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
+	switch {
+	case c.peek != nil:
+		r, err := l.store.Peek(ctx, c.peek.Key, c.peek.Limit, c.peek.Cost)
+		return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
+	case len(c.reqs) > 1:
+		return l.store.AllowAll(ctx, c.reqs)
+	}
+	r, err := l.store.AllowN(ctx, c.reqs[0].Key, c.reqs[0].Limit, c.reqs[0].Cost)
+	return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
+}
+
+// bounded makes the call c with the deadline, giving up at the deadline
+// even if the client does not: the late answer is then dropped by the
+// worker that made the call (see workers).
+func (l *Limiter) bounded(ctx context.Context, c storeCall) (redlimit.Decision, error) {
 	if callerGone(ctx) {
 		return redlimit.Decision{}, errCallerGone
 	}
 	ours := time.Now().Add(l.timeout)
-	cctx, cancel := context.WithDeadline(ctx, ours)
-	defer cancel()
-	type reply struct {
-		d   redlimit.Decision
-		err error
+	cctx := ctx
+	if d, ok := ctx.Deadline(); !ok || d.After(ours) || ctx.Done() == nil {
+		// Our deadline comes first: a context of its own. (When the
+		// caller's comes first, its context already ends the call, with
+		// no timer of ours.)
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, ours)
+		defer cancel()
 	}
-	ch := make(chan reply, 1)
-	go func() {
-		d, err := f(cctx)
-		ch <- reply{d, err}
-	}()
+	j := l.workers.start(cctx, l, c)
 	select {
-	case r := <-ch:
+	case <-j.done:
+		d, err := j.d, j.err
+		l.workers.release(j)
 		switch {
-		case r.err == nil:
-			return r.d, nil
-		case callerGone(ctx), errors.Is(r.err, context.DeadlineExceeded) && callerFirst(ctx, ours):
+		case err == nil:
+			return d, nil
+		case callerGone(ctx), errors.Is(err, context.DeadlineExceeded) && callerFirst(ctx, ours):
 			// The caller's deadline ended the call, whoever noticed first.
 			return redlimit.Decision{}, errCallerGone
 		default:
-			return redlimit.Decision{}, fmt.Errorf("%w: %w", ErrStore, r.err)
+			return redlimit.Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 	case <-cctx.Done():
+		// The job is left to its worker, which drops the late answer.
 		if callerGone(ctx) {
 			return redlimit.Decision{}, errCallerGone
 		}
@@ -367,10 +387,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	d, err := l.breaker.Execute(func() (redlimit.Decision, error) {
-		return l.bounded(ctx, func(ctx context.Context) (redlimit.Decision, error) {
-			r, err := l.store.Peek(ctx, key, limit, n)
-			return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
-		})
+		return l.bounded(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
 	})
 	if err == nil {
 		return d.Results[0], nil
