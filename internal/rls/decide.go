@@ -40,7 +40,58 @@ type plan struct {
 	reqs []redlimit.Request
 	// shadow[j] reports whether every item of reqs[j] is in shadow mode.
 	shadow []bool
+	// size bounds len(reqs): the descriptors of the request.
+	size int
 }
+
+// inlineDescriptors is how many descriptors a request may have for its
+// response and plan to be made without an allocation per descriptor: most
+// requests have one to a few.
+const inlineDescriptors = 4
+
+// response is a response with, for up to inlineDescriptors descriptors, its
+// statuses and their current limits: one allocation instead of two per
+// descriptor. The messages are only ever used through pointers.
+type response struct {
+	resp     pb.RateLimitResponse
+	statuses [inlineDescriptors]*pb.RateLimitResponse_DescriptorStatus
+	status   [inlineDescriptors]pb.RateLimitResponse_DescriptorStatus
+	current  [inlineDescriptors]pb.RateLimitResponse_RateLimit
+}
+
+// newResponse returns an OK response with an OK status for each of n
+// descriptors, and the current_limit messages to give them (nil for n above
+// inlineDescriptors: allocate each).
+func newResponse(n int) (*pb.RateLimitResponse, []pb.RateLimitResponse_RateLimit) {
+	if n > inlineDescriptors {
+		resp := &pb.RateLimitResponse{
+			OverallCode: pb.RateLimitResponse_OK,
+			Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, n),
+		}
+		for i := range resp.Statuses {
+			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		}
+		return resp, nil
+	}
+	r := &response{}
+	r.resp.OverallCode = pb.RateLimitResponse_OK
+	r.resp.Statuses = r.statuses[:n:n]
+	for i := range n {
+		r.status[i].Code = pb.RateLimitResponse_OK
+		r.statuses[i] = &r.status[i]
+	}
+	return &r.resp, r.current[:n:n]
+}
+
+// lowerUnits are the response's units by their names in lower case, as
+// the configuration and limit overrides name them (see responseUnit).
+var lowerUnits = func() map[string]pb.RateLimitResponse_RateLimit_Unit {
+	m := make(map[string]pb.RateLimitResponse_RateLimit_Unit)
+	for name, v := range pb.RateLimitResponse_RateLimit_Unit_value {
+		m[strings.ToLower(name)] = pb.RateLimitResponse_RateLimit_Unit(v)
+	}
+	return m
+}()
 
 // maxRemaining is limit_remaining of an unlimited descriptor.
 const maxRemaining = math.MaxUint32
@@ -54,36 +105,43 @@ func (s *Service) decide(ctx context.Context, req *pb.RateLimitRequest) (*pb.Rat
 	if err := s.validate(req); err != nil {
 		return nil, err
 	}
-	resp := &pb.RateLimitResponse{
-		OverallCode: pb.RateLimitResponse_OK,
-		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(req.Descriptors)),
-	}
-	for i := range resp.Statuses {
-		resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
-	}
+	resp, current := newResponse(len(req.Descriptors))
 	if _, known := cfg.Domains[req.Domain]; !known {
 		return resp, nil // an unknown domain: no limit, as envoyproxy/ratelimit answers
 	}
-	p, err := s.plan(cfg, req, resp)
+	// The items stay on decide's stack for a request of up to
+	// inlineDescriptors descriptors. (They are kept out of p: p.reqs goes
+	// to the limiter, and with it, for the escape analysis, whatever p
+	// holds.)
+	var buf [inlineDescriptors]item
+	var p plan
+	items, err := s.plan(&p, buf[:0], cfg, req, resp, current)
 	if err != nil {
 		return nil, err
 	}
-	if len(p.items) == 0 {
+	if len(items) == 0 {
 		return resp, nil
 	}
-	if err := s.run(ctx, p); err != nil {
+	if err := s.run(ctx, items, p.reqs, p.shadow); err != nil {
 		return nil, err
 	}
-	s.respond(req, p, resp)
+	s.respond(req, &plan{items: items, reqs: p.reqs, shadow: p.shadow}, resp)
 	return resp, nil
 }
 
 // plan matches every descriptor of req to its limit, fills the statuses of
 // the descriptors that have none (no match, unlimited, replaced, negative
-// hits), and returns the limits to decide.
-func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.RateLimitResponse) (*plan, error) {
+// hits), puts in p the limits to decide, and returns the items, appended to
+// items. current, when not nil, holds a current_limit message for each
+// descriptor.
+func (s *Service) plan(p *plan, items []item, cfg *config.Config, req *pb.RateLimitRequest, resp *pb.RateLimitResponse, current []pb.RateLimitResponse_RateLimit) ([]item, error) {
 	n := len(req.Descriptors)
-	rules := make([]*config.Rule, n)
+	var rulesBuf [inlineDescriptors]*config.Rule
+	rules := rulesBuf[:0]
+	if n > len(rulesBuf) {
+		rules = make([]*config.Rule, n)
+	}
+	rules = rules[:n]
 	replaced := map[string]bool(nil)
 	entries := make([]config.Entry, 0, 8)
 	for i, d := range req.Descriptors {
@@ -107,8 +165,12 @@ func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.Ra
 		}
 	}
 
-	p := &plan{items: make([]item, 0, n)}
-	var key []byte
+	if n > cap(items) {
+		items = make([]item, 0, n)
+	}
+	p.size = n
+	var keyBuf [256]byte
+	key := keyBuf[:0]
 	for i, d := range req.Descriptors {
 		rule := rules[i]
 		if d.IsNegativeHits || (rule == nil && d.Limit == nil) {
@@ -134,11 +196,14 @@ func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.Ra
 			it.limit = rule.Limit
 			it.shadow = rule.Shadow
 			it.denyAll = rule.DenyAll
-			it.current = &pb.RateLimitResponse_RateLimit{
-				Name:            rule.Name,
-				RequestsPerUnit: clampUint32(rule.Limit.Count),
-				Unit:            responseUnit(rule.Unit),
+			if current != nil {
+				it.current = &current[i]
+			} else {
+				it.current = &pb.RateLimitResponse_RateLimit{}
 			}
+			it.current.Name = rule.Name
+			it.current.RequestsPerUnit = clampUint32(rule.Limit.Count)
+			it.current.Unit = responseUnit(rule.Unit)
 			it.label = s.label(rule, req.Domain, d.Entries)
 		}
 		it.shadow = it.shadow || s.opts.Shadow
@@ -147,9 +212,9 @@ func (s *Service) plan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb.Ra
 		if cost > 0 && !it.denyAll {
 			p.add(&it)
 		}
-		p.items = append(p.items, it)
+		items = append(items, it)
 	}
-	return p, nil
+	return items, nil
 }
 
 // add puts the limit of it into p.reqs, merged with an earlier request of
@@ -170,6 +235,11 @@ func (p *plan) add(it *item) {
 		p.shadow[j] = p.shadow[j] && it.shadow
 		it.req = j
 		return
+	}
+	if p.reqs == nil {
+		// Sized once for the request rather than grown.
+		p.reqs = make([]redlimit.Request, 0, p.size)
+		p.shadow = make([]bool, 0, p.size)
 	}
 	it.req = len(p.reqs)
 	p.reqs = append(p.reqs, redlimit.Request{Key: it.key, Limit: it.limit, Cost: it.cost})
@@ -217,7 +287,9 @@ func (s *Service) override(it *item, domain string, d *rlpb.RateLimitDescriptor,
 	return nil
 }
 
-// run decides the limits of p and sets every item's result.
+// run decides the limits of a plan (its items, reqs and shadow) and sets
+// every item's result. (It takes the plan's fields rather than the plan, so
+// that the items, which the limiter never sees, can stay on decide's stack.)
 //
 // Enforced and shadow limits go to the limiter together, in one AllowAll:
 // when it allows, every limit consumed, in one round trip. When it denies,
@@ -233,10 +305,10 @@ func (s *Service) override(it *item, domain string, d *rlpb.RateLimitDescriptor,
 // request is denied and the other limits are peeked too. So is a request
 // with an enforced deny-all rule (requests_per_unit 0), which is denied
 // without asking the limiter.
-func (s *Service) run(ctx context.Context, p *plan) error {
+func (s *Service) run(ctx context.Context, items []item, reqs []redlimit.Request, shadow []bool) error {
 	checkDenied := false
-	for i := range p.items {
-		it := &p.items[i]
+	for i := range items {
+		it := &items[i]
 		if it.denyAll {
 			it.res = denyAllResult(it.limit)
 			checkDenied = checkDenied || !it.shadow
@@ -254,11 +326,12 @@ func (s *Service) run(ctx context.Context, p *plan) error {
 			checkDenied = true
 		}
 	}
-	results := make([]redlimit.Result, len(p.reqs))
+	var results []redlimit.Result
 	switch {
-	case len(p.reqs) == 0:
+	case len(reqs) == 0:
 	case checkDenied:
-		for j, r := range p.reqs {
+		results = make([]redlimit.Result, len(reqs))
+		for j, r := range reqs {
 			res, err := s.peek(ctx, r)
 			if err != nil {
 				return err
@@ -266,16 +339,16 @@ func (s *Service) run(ctx context.Context, p *plan) error {
 			results[j] = res
 		}
 	default:
-		d, err := s.allowAll(ctx, p.reqs)
+		d, err := s.allowAll(ctx, reqs)
 		if err != nil {
 			return err
 		}
-		copy(results, d.Results)
-		if !d.Allowed && !enforcedDenied(d.Results, p.shadow) {
+		results = d.Results // the limiter's to give: allowAll checked its length
+		if !d.Allowed && !enforcedDenied(d.Results, shadow) {
 			var sub []redlimit.Request
 			var at []int
-			for j, r := range p.reqs {
-				if !p.shadow[j] {
+			for j, r := range reqs {
+				if !shadow[j] {
 					sub, at = append(sub, r), append(at, j)
 				}
 			}
@@ -290,8 +363,8 @@ func (s *Service) run(ctx context.Context, p *plan) error {
 			}
 		}
 	}
-	for i := range p.items {
-		if it := &p.items[i]; it.req >= 0 {
+	for i := range items {
+		if it := &items[i]; it.req >= 0 {
 			it.res = results[it.req]
 		}
 	}

@@ -164,6 +164,9 @@ func ceilSeconds(d time.Duration) int64 {
 // responseUnit returns the response's unit for an envoy unit name
 // ("second" ... "year"), UNKNOWN for any other.
 func responseUnit(name string) pb.RateLimitResponse_RateLimit_Unit {
+	if v, ok := lowerUnits[name]; ok { // the usual case, without ToUpper's copy
+		return v
+	}
 	if v, ok := pb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(name)]; ok {
 		return pb.RateLimitResponse_RateLimit_Unit(v)
 	}
