@@ -23,7 +23,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/config"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/resilient"
 )
 
 // benchRules are three limits far above what the benchmark sends, so that
@@ -44,16 +48,36 @@ descriptors:
       unit: second
       requests_per_unit: 10000000
       algorithm: token_bucket
+  - key: log
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100000
+      algorithm: sliding_log
 `
 
 // BenchmarkRLS measures `redlimit serve` as a separate process, on one
 // local redis-server, over gRPC on loopback: 64 concurrent clients, each
 // with its own connection or sharing 8 (Envoy multiplexes its requests over
 // a connection per worker thread), asking about 10,000 keys round-robin,
-// with one and with three descriptors per request. It reports requests
-// (decisions) per second, latency percentiles, the CPU time per request of
-// the service, of redis-server and of the benchmark's clients, and how busy
-// the host was.
+// with one descriptor (a sliding window, the default algorithm) and with
+// three per request (a sliding window, a fixed window and a token bucket);
+// and, at 64 connections, one descriptor of each other algorithm.
+//
+// Beside the service, the same decisions are asked of the library alone,
+// in the benchmark's process, by 64 goroutines, on a redis-server of its
+// own: redisstore on rueidis as the service opens it ("library-redisstore")
+// and behind a resilient.Limiter as the service calls it
+// ("library-resilient"); REDLIMIT_BENCH_LIBRARY=0 leaves them out.
+//
+// Each case reports decisions per second, latency percentiles, the CPU
+// time per decision of the service (svc-cpu), of its redis-server and of
+// the benchmark's process (client-cpu: the load generator, or for the
+// library targets the library and its callers), how busy the host was and
+// how much of it other processes took (others-busy: figures are only
+// comparable when it stays small); and for the service its allocations,
+// garbage collections, read and write system calls per decision and the
+// decisions per read of its redis-server (how many rueidis pipelines into
+// one write).
 //
 //	go test -run '^$' -bench BenchmarkRLS -benchtime 5s ./cmd/redlimit
 //
@@ -61,8 +85,13 @@ descriptors:
 // binary (go build ./src/service_cmd in its repository), the same workload
 // runs against it too, on a redis-server of its own, in the same run (its
 // rules: the same limits, its only algorithm, fixed windows). With
-// REDLIMIT_BENCH_PROFILES naming a directory, the service's CPU profile of 3
-// s of each case is written there.
+// REDLIMIT_BENCH_BASELINE naming other redlimit binaries (older builds, to
+// measure a change; a list separated by os.PathListSeparator, each named
+// by its file name), each runs the same cases too, on a redis-server of its
+// own, each case right after this build's. With REDLIMIT_BENCH_PROFILES
+// naming a directory, the service's CPU profile of
+// REDLIMIT_BENCH_PROFILE_SECONDS (default 3) s of each case is written
+// there, and its allocation profiles before and after the case.
 //
 // Run it without -race: the binary is built with the race detector when
 // the tests have it.
@@ -70,23 +99,57 @@ func BenchmarkRLS(b *testing.B) {
 	if raceEnabled {
 		b.Skip("the service binary is built with -race; benchmark without it")
 	}
-	redis := redistest.Start(b)
-	cfg := filepath.Join(b.TempDir(), "bench.yaml")
-	writeFile(b, cfg, benchRules)
-	p := startProc(b, benchEnv(), "--config="+cfg, "--redis=redis://"+redis.Addr(), "--pprof")
-	targets := []target{{"redlimit", p.grpcAddr, p.cmd.Process.Pid, p.httpAddr, redis}}
+	targets := benchTargets(b)
+	type workload struct {
+		name string
+		keys []string // the descriptors' keys, one entry each
+	}
+	var cases []workload
+	for _, n := range []int{1, 3} {
+		for _, conns := range []int{64, 8} {
+			cases = append(cases, workload{fmt.Sprintf("descriptors=%d/conns=%d", n, conns), []string{"user", "route", "tenant"}[:n]})
+		}
+	}
+	cases = append(cases,
+		workload{"fixed_window/conns=64", []string{"route"}},
+		workload{"token_bucket/conns=64", []string{"tenant"}},
+		workload{"sliding_log/conns=64", []string{"log"}})
+	for _, c := range cases {
+		conns := 64
+		if strings.HasSuffix(c.name, "conns=8") {
+			conns = 8
+		}
+		for _, tg := range targets {
+			b.Run(tg.name+"/"+c.name, func(b *testing.B) {
+				runLoad(b, tg, c.keys, 64, conns)
+			})
+		}
+	}
+}
+
+// benchTargets starts the services BenchmarkRLS compares: this build of
+// redlimit, and those the environment names (see BenchmarkRLS).
+func benchTargets(b *testing.B) []target {
+	start := func(name, bin string) target {
+		redis := redistest.Start(b)
+		cfg := filepath.Join(b.TempDir(), "bench.yaml")
+		writeFile(b, cfg, benchRules)
+		p := startProcBin(b, bin, benchEnv(), "--config="+cfg, "--redis=redis://"+redis.Addr(), "--pprof")
+		return target{name: name, grpcAddr: p.grpcAddr, pid: p.cmd.Process.Pid, httpAddr: p.httpAddr, redis: redis}
+	}
+	targets := []target{start("redlimit", binPath)}
+	if os.Getenv("REDLIMIT_BENCH_LIBRARY") != "0" {
+		targets = append(targets, libraryTargets(b)...)
+	}
+	if list := os.Getenv("REDLIMIT_BENCH_BASELINE"); list != "" {
+		for _, bin := range filepath.SplitList(list) {
+			targets = append(targets, start(filepath.Base(bin), bin))
+		}
+	}
 	if bin := os.Getenv("REDLIMIT_BENCH_ENVOY_RATELIMIT"); bin != "" {
 		targets = append(targets, startEnvoyRatelimit(b, bin))
 	}
-	for _, n := range []int{1, 3} {
-		for _, conns := range []int{64, 8} {
-			for _, tg := range targets {
-				b.Run(fmt.Sprintf("%s/descriptors=%d/conns=%d", tg.name, n, conns), func(b *testing.B) {
-					runLoad(b, tg, n, 64, conns)
-				})
-			}
-		}
-	}
+	return targets
 }
 
 // target is a rate limit service under benchmark.
@@ -96,6 +159,31 @@ type target struct {
 	pid      int
 	httpAddr string // with /debug/pprof/, or ""
 	redis    *redistest.Server
+	// lib, when not nil, is the library called in the benchmark's
+	// process instead of a service: the same decisions without gRPC.
+	lib redlimit.Limiter
+}
+
+// libraryTargets return redisstore on rueidis, as `redlimit serve` opens
+// it, on a redis-server of its own: called directly, and behind a
+// resilient.Limiter (deadline, breaker, deny cache) as the service calls
+// it.
+func libraryTargets(b *testing.B) []target {
+	redis := redistest.Start(b)
+	store, err := redisstore.Open(context.Background(), "redis://"+redis.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	rl, err := resilient.New(store, resilient.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rl.Close() })
+	return []target{
+		{name: "library-redisstore", redis: redis, lib: store},
+		{name: "library-resilient", redis: redis, lib: rl},
+	}
 }
 
 // startEnvoyRatelimit runs the envoyproxy/ratelimit binary bin on a
@@ -159,7 +247,7 @@ func startEnvoyRatelimit(b *testing.B, bin string) target {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return target{"envoyproxy-ratelimit", addr, cmd.Process.Pid, "", redis}
+	return target{name: "envoyproxy-ratelimit", grpcAddr: addr, pid: cmd.Process.Pid, redis: redis}
 }
 
 // freePorts returns n free loopback ports.
@@ -180,43 +268,37 @@ func freePorts(b *testing.B, n int) []string {
 	return ports
 }
 
-// runLoad runs clients concurrent callers over nconns connections.
-func runLoad(b *testing.B, tg target, descriptors, clients, nconns int) {
-	keys := []string{"user", "route", "tenant"}[:descriptors]
+// runLoad runs clients concurrent callers over nconns connections, each
+// request with one descriptor per key of keys.
+func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	const nkeys = 10_000
-	reqs := make([]*pb.RateLimitRequest, nkeys)
-	for i := range reqs {
-		r := &pb.RateLimitRequest{Domain: "bench"}
-		for _, k := range keys {
-			r.Descriptors = append(r.Descriptors, &rlpb.RateLimitDescriptor{
-				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: k, Value: strconv.Itoa(i)}}})
-		}
-		reqs[i] = r
-	}
-	conns := make([]pb.RateLimitServiceClient, nconns)
-	for i := range conns {
-		c, err := grpc.NewClient(tg.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		conns[i] = pb.NewRateLimitServiceClient(c)
-		if _, err := conns[i].ShouldRateLimit(context.Background(), reqs[i]); err != nil { // connect
-			b.Fatal(err)
-		}
+	var call func(c, i int) (allowed bool, err error)
+	if tg.lib != nil {
+		call = libraryCall(b, tg.lib, keys, nkeys)
+	} else {
+		call = grpcCall(b, tg.grpcAddr, keys, nkeys, nconns)
 	}
 	lat := make([][]time.Duration, clients)
 	var next atomic.Int64
 	var denied atomic.Int64
 	cpu0, rcpu0, ccpu0 := procCPU(tg.pid), redisCPU(tg.redis), procCPU(os.Getpid())
+	sysr0, sysw0 := procSyscalls(tg.pid)
+	reads0 := redisStat(tg.redis, "total_reads_processed")
+	mallocs0, gcs0 := promValue(tg.httpAddr, "go_memstats_mallocs_total"), promValue(tg.httpAddr, "go_gc_duration_seconds_count")
 	busy0, total0 := hostCPU()
 	var prof sync.WaitGroup
-	if dir := os.Getenv("REDLIMIT_BENCH_PROFILES"); dir != "" && tg.httpAddr != "" && b.N > 20_000 {
+	dir := os.Getenv("REDLIMIT_BENCH_PROFILES")
+	profile := dir != "" && tg.httpAddr != "" && b.N > 20_000
+	if profile {
+		// The allocations of the whole case: the service's allocs profile
+		// before and after (go tool pprof -base before after).
+		saveProfile(b, tg.httpAddr, "allocs", filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+".allocs0.pprof"))
+	}
+	if profile {
 		// The service's CPU profile over 3 s of the run, into dir.
 		name := filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+".pprof")
 		prof.Go(func() {
-			resp, err := http.Get("http://" + tg.httpAddr + "/debug/pprof/profile?seconds=3")
+			resp, err := http.Get("http://" + tg.httpAddr + "/debug/pprof/profile?seconds=" + profileSeconds())
 			if err != nil {
 				b.Error(err)
 				return
@@ -240,13 +322,13 @@ func runLoad(b *testing.B, tg target, descriptors, clients, nconns int) {
 					break
 				}
 				t0 := time.Now()
-				resp, err := conns[c%nconns].ShouldRateLimit(context.Background(), reqs[(int(i)*7919+c)%nkeys])
+				allowed, err := call(c, (int(i)*7919+c)%nkeys)
 				l = append(l, time.Since(t0))
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				if resp.OverallCode != pb.RateLimitResponse_OK {
+				if !allowed {
 					denied.Add(1)
 				}
 			}
@@ -257,7 +339,13 @@ func runLoad(b *testing.B, tg target, descriptors, clients, nconns int) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	prof.Wait()
+	if profile {
+		saveProfile(b, tg.httpAddr, "allocs", filepath.Join(dir, strings.ReplaceAll(b.Name(), "/", "_")+".allocs1.pprof"))
+	}
 	cpu1, rcpu1, ccpu1 := procCPU(tg.pid), redisCPU(tg.redis), procCPU(os.Getpid())
+	sysr1, sysw1 := procSyscalls(tg.pid)
+	reads1 := redisStat(tg.redis, "total_reads_processed")
+	mallocs1, gcs1 := promValue(tg.httpAddr, "go_memstats_mallocs_total"), promValue(tg.httpAddr, "go_gc_duration_seconds_count")
 	busy1, total1 := hostCPU()
 	if denied.Load() > 0 {
 		b.Fatalf("%d requests denied", denied.Load())
@@ -277,8 +365,34 @@ func runLoad(b *testing.B, tg target, descriptors, clients, nconns int) {
 	if ccpu0 >= 0 && ccpu1 >= 0 {
 		b.ReportMetric(float64(ccpu1-ccpu0)/float64(b.N), "client-cpu-µs/op")
 	}
+	if sysr0 >= 0 && sysr1 >= 0 {
+		// The service's read and write system calls (all sockets).
+		b.ReportMetric(float64(sysr1-sysr0)/float64(b.N), "svc-reads/op")
+		b.ReportMetric(float64(sysw1-sysw0)/float64(b.N), "svc-writes/op")
+	}
+	if reads1 > reads0 && reads0 >= 0 {
+		// Decisions per read of redis-server: how many requests the
+		// service's client pipelines into one write.
+		b.ReportMetric(float64(b.N)/float64(reads1-reads0), "decisions/redis-read")
+	}
+	if mallocs0 >= 0 && mallocs1 >= 0 {
+		b.ReportMetric((mallocs1-mallocs0)/float64(b.N), "svc-allocs/op")
+	}
+	if gcs0 >= 0 && gcs1 >= 0 {
+		b.ReportMetric((gcs1-gcs0)/elapsed.Seconds(), "svc-gcs/s")
+	}
 	if total1 > total0 {
 		b.ReportMetric(100*float64(busy1-busy0)/float64(total1-total0), "host-busy-%")
+		if tg.lib != nil {
+			cpu0, cpu1 = 0, 0 // no service process
+		}
+		if cpu0 >= 0 && cpu1 >= 0 && rcpu0 >= 0 && rcpu1 >= 0 && ccpu0 >= 0 && ccpu1 >= 0 {
+			// What other processes took of the host: the benchmark's
+			// figures are only comparable when this stays small.
+			ours := float64(cpu1 - cpu0 + rcpu1 - rcpu0 + ccpu1 - ccpu0)
+			busy := float64(busy1-busy0) * 1e6 / 100 // jiffies to µs
+			b.ReportMetric(max(0, 100*(busy-ours)/(float64(total1-total0)*1e6/100)), "others-busy-%")
+		}
 	}
 	b.ReportMetric(0, "ns/op")
 }
@@ -300,6 +414,48 @@ func procCPU(pid int) int64 {
 	return (ut + st) * 1e6 / 100 // USER_HZ is 100 on Linux
 }
 
+// promValue returns the value of a series without labels on the /metrics
+// page of the service at httpAddr, or -1.
+func promValue(httpAddr, series string) float64 {
+	if httpAddr == "" {
+		return -1
+	}
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// procSyscalls returns the read and write system calls process pid has
+// made (syscr and syscw of /proc/<pid>/io; -1 where there is none).
+func procSyscalls(pid int) (reads, writes int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return -1, -1
+	}
+	reads, writes = -1, -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			reads, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			writes, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return reads, writes
+}
+
 // redisCPU returns redis-server's used_cpu_user + used_cpu_sys in µs, or -1.
 func redisCPU(s *redistest.Server) int64 {
 	info, err := s.Do("INFO", "cpu")
@@ -316,6 +472,23 @@ func redisCPU(s *redistest.Server) int64 {
 		}
 	}
 	return int64(total * 1e6)
+}
+
+// redisStat returns a field of redis-server's INFO stats, or -1.
+func redisStat(s *redistest.Server, field string) int64 {
+	info, err := s.Do("INFO", "stats")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // hostCPU returns the busy and total jiffies of all CPUs (from /proc/stat;
@@ -335,6 +508,95 @@ func hostCPU() (busy, total int64) {
 		}
 	}
 	return busy, total
+}
+
+// saveProfile writes the profile named name of the service at httpAddr to
+// path.
+func saveProfile(b *testing.B, httpAddr, name, path string) {
+	resp, err := http.Get("http://" + httpAddr + "/debug/pprof/" + name)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Error(err)
+	}
+}
+
+// grpcCall connects nconns gRPC connections to the service at addr, and
+// returns a call that asks it about key i with one descriptor per key of
+// keys, on connection c%nconns.
+func grpcCall(b *testing.B, addr string, keys []string, nkeys, nconns int) func(c, i int) (bool, error) {
+	reqs := make([]*pb.RateLimitRequest, nkeys)
+	for i := range reqs {
+		r := &pb.RateLimitRequest{Domain: "bench"}
+		for _, k := range keys {
+			r.Descriptors = append(r.Descriptors, &rlpb.RateLimitDescriptor{
+				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: k, Value: strconv.Itoa(i)}}})
+		}
+		reqs[i] = r
+	}
+	conns := make([]pb.RateLimitServiceClient, nconns)
+	for i := range conns {
+		c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		conns[i] = pb.NewRateLimitServiceClient(c)
+		if _, err := conns[i].ShouldRateLimit(context.Background(), reqs[i]); err != nil { // connect
+			b.Fatal(err)
+		}
+	}
+	return func(c, i int) (bool, error) {
+		resp, err := conns[c%nconns].ShouldRateLimit(context.Background(), reqs[i])
+		if err != nil {
+			return false, err
+		}
+		return resp.OverallCode == pb.RateLimitResponse_OK, nil
+	}
+}
+
+// libraryCall returns a call that asks lib about key i, with the limits
+// benchRules give each key of keys, under the keys the service would use:
+// AllowN for one limit, AllowAll for several, as the service does.
+func libraryCall(b *testing.B, lib redlimit.Limiter, keys []string, nkeys int) func(c, i int) (bool, error) {
+	dom, err := config.Parse("bench.yaml", []byte(benchRules))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([][]redlimit.Request, nkeys)
+	for i := range reqs {
+		v := strconv.Itoa(i)
+		for _, k := range keys {
+			rule := dom.Match([]config.Entry{{Key: k, Value: v}})
+			if rule == nil {
+				b.Fatalf("no rule for %s", k)
+			}
+			key := fmt.Sprintf("%d:bench;%d:%s=%d:%s", len("bench"), len(k), k, len(v), v)
+			reqs[i] = append(reqs[i], redlimit.Request{Key: key, Limit: rule.Limit, Cost: 1})
+		}
+	}
+	ctx := context.Background()
+	return func(_, i int) (bool, error) {
+		if r := reqs[i]; len(r) == 1 {
+			res, err := lib.AllowN(ctx, r[0].Key, r[0].Limit, r[0].Cost)
+			return res.Allowed, err
+		}
+		d, err := lib.AllowAll(ctx, reqs[i])
+		return d.Allowed, err
+	}
+}
+
+// profileSeconds returns REDLIMIT_BENCH_PROFILE_SECONDS, or 3.
+func profileSeconds() string {
+	if v := os.Getenv("REDLIMIT_BENCH_PROFILE_SECONDS"); v != "" {
+		return v
+	}
+	return "3"
 }
 
 // benchEnv passes REDLIMIT_BENCH_GOGC to the service as GOGC.

@@ -72,7 +72,13 @@ type proc struct {
 // exit 0, at the end of the test, unless the test stopped it.
 func startProc(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
-	p := tryStartProc(t, env, args...)
+	return startProcBin(t, binPath, env, args...)
+}
+
+// startProcBin is startProc with the redlimit binary bin.
+func startProcBin(t testing.TB, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := tryStartProcBin(t, bin, env, args...)
 	select {
 	case <-p.exited:
 		t.Fatalf("redlimit exited at start (%v):\n%s", p.exitErr, p.logs.String())
@@ -84,9 +90,14 @@ func startProc(t testing.TB, env []string, args ...string) *proc {
 // tryStartProc starts the process and waits until it serves or exits.
 func tryStartProc(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
+	return tryStartProcBin(t, binPath, env, args...)
+}
+
+func tryStartProcBin(t testing.TB, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, exited: make(chan struct{})}
 	all := append([]string{"serve", "--grpc-addr=127.0.0.1:0", "--http-addr=127.0.0.1:0", "--log-format=json"}, args...)
-	p.cmd = exec.Command(binPath, all...)
+	p.cmd = exec.Command(bin, all...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.SysProcAttr = sysProcAttr()
 	stderr, err := p.cmd.StderrPipe()
