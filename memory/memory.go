@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -377,16 +378,38 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 }
 
 // evict removes the expired states of a sample of keys, or if there are
-// none, the sampled state closest to expiring.
+// none, the sampled state closest to expiring. Concurrent evictions tend to
+// sample the same keys and choose the same victim, and a sample may hold
+// only keys being written (locked) or made: an eviction that removed
+// nothing samples again, from a random place, up to eight times in all, while
+// the store is still above its bound.
 func (s *Store) evict(now int64) {
+	for attempt := range 8 {
+		skip := 0
+		if attempt > 0 {
+			skip = rand.IntN(8 * attempt)
+		}
+		if s.evictOnce(now, skip) || s.n.Load() <= s.max {
+			return
+		}
+	}
+}
+
+// evictOnce samples eight keys, after skipping skip keys (taken at the end
+// if there are fewer than skip+8), and reports whether it removed a state.
+func (s *Store) evictOnce(now int64, skip int) bool {
 	var victimKey string
 	var victim *slot
 	soonest := int64(math.MaxInt64)
-	removed, seen := false, 0
-	s.keys.Range(func(k, v any) bool {
+	removed, seen, skipped := false, 0, 0
+	sample := func(k, v any) bool {
 		sl := v.(*slot)
 		if !sl.mu.TryLock() {
 			return true // busy: not a good victim
+		}
+		if sl.head == nil { // being made, or left by a denial: not a sample
+			sl.mu.Unlock()
+			return true
 		}
 		for e := sl.head; e != nil; e = e.next {
 			if now >= e.expires {
@@ -399,20 +422,39 @@ func (s *Store) evict(now int64) {
 		sl.mu.Unlock()
 		seen++
 		return seen < 8
-	})
-	if removed || victim == nil {
-		return
 	}
+	s.keys.Range(func(k, v any) bool {
+		if skipped < skip {
+			skipped++
+			return true
+		}
+		return sample(k, v)
+	})
+	if seen < 8 && skipped > 0 { // the end came first: wrap around
+		n := 0
+		s.keys.Range(func(k, v any) bool {
+			if n++; n > skipped {
+				return false
+			}
+			return sample(k, v)
+		})
+	}
+	if removed || victim == nil {
+		return removed
+	}
+	dropped := false
 	victim.mu.Lock()
 	if !victim.dead {
 		for e := victim.head; e != nil; e = e.next {
 			if e.expires == soonest {
 				s.drop(victimKey, victim, e)
+				dropped = true
 				break
 			}
 		}
 	}
 	victim.mu.Unlock()
+	return dropped
 }
 
 func (s *Store) sweepEvery(d time.Duration) {
