@@ -11,19 +11,23 @@
 //
 // # Concurrency
 //
-// A [Store] is safe for concurrent use. Its states are spread over 64 shards
-// by a seeded hash of the key, each shard with its own lock, so calls for
-// unrelated keys rarely wait for each other. [Store.AllowAll] locks the
-// shards of all its keys, in a fixed order, and checks every limit before it
-// commits any, so a decision over several limits is atomic. Once a key has
-// been seen, [Store.AllowN] allocates nothing.
+// A [Store] is safe for concurrent use. A key is found without a lock (in a
+// [sync.Map]) and each key has its own lock, so calls for different keys
+// never wait for each other. The clock is read with the key's lock held, so
+// that (unless [WithClock] gives a clock that goes back) the decisions for
+// one key see the time go forward in the order they are made.
+// [Store.AllowAll] locks all its keys, in key order, and checks every limit
+// before it commits any, so a decision over several limits is atomic. Once
+// a key has been seen, [Store.AllowN] allocates nothing, and a call with the
+// limit the key was last decided with skips the limit's validation.
 //
 // # Memory and eviction
 //
-// The store holds one state per key, algorithm and period. A state takes
-// about a hundred bytes plus the key, except a [redlimit.SlidingLog] state, which keeps the time
-// of every admitted unit of cost over the last period: eight bytes each, up
-// to Count.
+// The store holds one state per key, algorithm and period. A key with one
+// state takes about 280 bytes (128 for the state, the rest for its lock and
+// its place in the map) besides the key string, which the store keeps; a
+// [redlimit.SlidingLog] state also keeps the time of every admitted unit of
+// cost over the last period: eight bytes each, up to Count.
 //
 // A state expires when it no longer holds anything (its window has passed,
 // its log has aged out, its bucket is full again), and an expired state
@@ -31,17 +35,18 @@
 // [DefaultSweepInterval]; [WithSweepInterval] changes that or turns it off,
 // and [Store.Sweep] does it at once.
 //
-// [WithMaxKeys] bounds the number of states (default [DefaultMaxKeys]),
-// divided evenly among the shards, so one shard may start evicting a little
-// before the store as a whole is full. When a new state finds its shard full, the
-// store samples eight states of that shard and removes those that expired;
-// if none had, it removes the sampled state closest to expiring. Eviction
-// forgets what a key consumed, so under memory pressure the store errs on the
-// permissive side; [Store.Len] tells how full it is.
+// [WithMaxKeys] bounds the number of states (default [DefaultMaxKeys]). When
+// a new state takes the store beyond it, the store samples eight keys that
+// hold states and removes those states that expired; if none had, it removes
+// the sampled state closest to expiring (and samples again, up to eight
+// times, if that removed nothing). Eviction forgets what a key consumed, so
+// under memory pressure the store errs on the permissive side; [Store.Len]
+// tells how full it is.
 //
 // # Clock
 //
-// The store reads [time.Now], in microseconds, unless [WithClock] gives it
+// The store reads the monotonic clock (the wall time at [New] plus the
+// monotonic time since), in microseconds, unless [WithClock] gives it
 // another clock. A clock that tests set and advance makes decisions
 // deterministic without sleeping;
 // [github.com/redlimit/redlimit/redlimittest.Clock] is one, safe for

@@ -74,7 +74,8 @@ func (sl *slot) remove(e *entry) {
 // Option configures a Store.
 type Option func(*Store) error
 
-// WithClock makes the store read the time from now instead of [time.Now].
+// WithClock makes the store read the time from now instead of the monotonic
+// clock.
 // Tests use it to decide over fixed instants without sleeping. now must be
 // safe for concurrent use: the background sweeper calls it too
 // (redlimittest.Clock is).
@@ -106,7 +107,7 @@ func WithMaxKeys(n int) Option {
 
 // WithSweepInterval sets how often a background goroutine removes expired
 // states (default [DefaultSweepInterval]); 0 or less turns the sweeper off, and
-// expired states are then only replaced when their shard is full.
+// expired states are then only removed when the store is full.
 func WithSweepInterval(d time.Duration) Option {
 	return func(s *Store) error {
 		s.sweep = d
