@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -74,7 +75,10 @@ descriptors:
 // the benchmark's process (client-cpu: the load generator, or for the
 // library targets the library and its callers), how busy the host was and
 // how much of it other processes took (others-busy: figures are only
-// comparable when it stays small); and for the service its allocations,
+// comparable when it stays small), the share of decisions not made by
+// Redis (not-from-store: a failure policy answered after a timeout, or the
+// deny cache; the figures are Redis's only while it stays 0); and for the
+// service its allocations,
 // garbage collections, read and write system calls per decision and the
 // decisions per read of its redis-server (how many rueidis pipelines into
 // one write).
@@ -175,7 +179,7 @@ func libraryTargets(b *testing.B) []target {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	rl, err := resilient.New(store, resilient.Options{})
+	rl, err := resilient.New(store, resilient.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -273,8 +277,9 @@ func freePorts(b *testing.B, n int) []string {
 func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	const nkeys = 10_000
 	var call func(c, i int) (allowed bool, err error)
+	var notFromStore atomic.Int64 // library decisions a failure policy or the deny cache answered
 	if tg.lib != nil {
-		call = libraryCall(b, tg.lib, keys, nkeys)
+		call = libraryCall(b, tg.lib, keys, nkeys, &notFromStore)
 	} else {
 		call = grpcCall(b, tg.grpcAddr, keys, nkeys, nconns)
 	}
@@ -285,6 +290,7 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	sysr0, sysw0 := procSyscalls(tg.pid)
 	reads0 := redisStat(tg.redis, "total_reads_processed")
 	mallocs0, gcs0 := promValue(tg.httpAddr, "go_memstats_mallocs_total"), promValue(tg.httpAddr, "go_gc_duration_seconds_count")
+	bySource0, fromStore0 := promSum(tg.httpAddr, sourceSeries), promValue(tg.httpAddr, sourceSeries+`{source="store"}`)
 	busy0, total0 := hostCPU()
 	var prof sync.WaitGroup
 	dir := os.Getenv("REDLIMIT_BENCH_PROFILES")
@@ -346,6 +352,7 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	sysr1, sysw1 := procSyscalls(tg.pid)
 	reads1 := redisStat(tg.redis, "total_reads_processed")
 	mallocs1, gcs1 := promValue(tg.httpAddr, "go_memstats_mallocs_total"), promValue(tg.httpAddr, "go_gc_duration_seconds_count")
+	bySource1, fromStore1 := promSum(tg.httpAddr, sourceSeries), promValue(tg.httpAddr, sourceSeries+`{source="store"}`)
 	busy1, total1 := hostCPU()
 	if denied.Load() > 0 {
 		b.Fatalf("%d requests denied", denied.Load())
@@ -374,6 +381,15 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 		// Decisions per read of redis-server: how many requests the
 		// service's client pipelines into one write.
 		b.ReportMetric(float64(b.N)/float64(reads1-reads0), "decisions/redis-read")
+	}
+	// Decisions Redis did not make (a failure policy after a timeout, the
+	// deny cache): cheaper, so the figures are the store's only while this
+	// stays 0.
+	switch {
+	case tg.lib != nil:
+		b.ReportMetric(100*float64(notFromStore.Load())/float64(b.N), "not-from-store-%")
+	case bySource1 > bySource0 && bySource0 >= 0 && fromStore0 >= 0:
+		b.ReportMetric(100*(1-(fromStore1-fromStore0)/(bySource1-bySource0)), "not-from-store-%")
 	}
 	if mallocs0 >= 0 && mallocs1 >= 0 {
 		b.ReportMetric((mallocs1-mallocs0)/float64(b.N), "svc-allocs/op")
@@ -474,6 +490,39 @@ func redisCPU(s *redistest.Server) int64 {
 	return int64(total * 1e6)
 }
 
+// sourceSeries counts the service's limited descriptors by the path that
+// decided them.
+const sourceSeries = "redlimit_rls_decisions_by_source_total"
+
+// promSum returns the sum of every series of the metric name on the
+// /metrics page of the service at httpAddr, or -1.
+func promSum(httpAddr, name string) float64 {
+	if httpAddr == "" {
+		return -1
+	}
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	total, found := 0.0, false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				total, found = total+f, true
+			}
+		}
+	}
+	if !found {
+		return -1
+	}
+	return total
+}
+
 // redisStat returns a field of redis-server's INFO stats, or -1.
 func redisStat(s *redistest.Server, field string) int64 {
 	info, err := s.Do("INFO", "stats")
@@ -563,7 +612,7 @@ func grpcCall(b *testing.B, addr string, keys []string, nkeys, nconns int) func(
 // libraryCall returns a call that asks lib about key i, with the limits
 // benchRules give each key of keys, under the keys the service would use:
 // AllowN for one limit, AllowAll for several, as the service does.
-func libraryCall(b *testing.B, lib redlimit.Limiter, keys []string, nkeys int) func(c, i int) (bool, error) {
+func libraryCall(b *testing.B, lib redlimit.Limiter, keys []string, nkeys int, notFromStore *atomic.Int64) func(c, i int) (bool, error) {
 	dom, err := config.Parse("bench.yaml", []byte(benchRules))
 	if err != nil {
 		b.Fatal(err)
@@ -582,11 +631,21 @@ func libraryCall(b *testing.B, lib redlimit.Limiter, keys []string, nkeys int) f
 	}
 	ctx := context.Background()
 	return func(_, i int) (bool, error) {
+		var d redlimit.Decision
+		var err error
 		if r := reqs[i]; len(r) == 1 {
-			res, err := lib.AllowN(ctx, r[0].Key, r[0].Limit, r[0].Cost)
-			return res.Allowed, err
+			var res redlimit.Result
+			res, err = lib.AllowN(ctx, r[0].Key, r[0].Limit, r[0].Cost)
+			d = redlimit.Decision{Allowed: res.Allowed, Results: []redlimit.Result{res}}
+		} else {
+			d, err = lib.AllowAll(ctx, reqs[i])
 		}
-		d, err := lib.AllowAll(ctx, reqs[i])
+		for _, res := range d.Results {
+			if res.Source != redlimit.FromStore {
+				notFromStore.Add(1)
+				break
+			}
+		}
 		return d.Allowed, err
 	}
 }
