@@ -4,14 +4,17 @@
 # start their own redis-server on a free 127.0.0.1 port and stop it.
 #
 # Environment:
-#   MEM_BENCHTIME    -benchtime of the in-memory benchmarks (default 2s)
+#   MEM_BENCHTIME    -benchtime of the in-memory benchmarks (default 1s)
+#   MEM_COUNT        -count of the in-memory benchmarks (default 6; compare
+#                    the medians, e.g. with benchstat)
 #   REDIS_BENCHTIME  -benchtime of the Redis benchmarks (default 2s)
 #   REDIS_ROUNDS     how many full passes over the Redis cases (default 3);
 #                    compare a case with redis_rate within one pass only
 set -euo pipefail
 cd "$(dirname "$0")"
 
-MEM_BENCHTIME=${MEM_BENCHTIME:-2s}
+MEM_BENCHTIME=${MEM_BENCHTIME:-1s}
+MEM_COUNT=${MEM_COUNT:-6}
 REDIS_BENCHTIME=${REDIS_BENCHTIME:-2s}
 REDIS_ROUNDS=${REDIS_ROUNDS:-3}
 
@@ -31,7 +34,7 @@ command -v redis-server >/dev/null || { echo "run.sh: redis-server is not on PAT
 	echo
 	echo "## In-process stores, allow path (-cpu 1,2)"
 	./bench.test -test.run '^$' -test.bench '^BenchmarkMemory$' -test.benchmem \
-		-test.cpu 1,2 -test.benchtime "$MEM_BENCHTIME" -test.count 1
+		-test.cpu 1,2 -test.benchtime "$MEM_BENCHTIME" -test.count "$MEM_COUNT"
 
 	for round in $(seq 1 "$REDIS_ROUNDS"); do
 		echo
