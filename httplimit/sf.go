@@ -267,17 +267,23 @@ func isTchar(c byte) bool {
 	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// quoteString writes s as a structured-field String. s must hold printable
-// ASCII only, which rule names do.
+// quoteString writes s as a structured-field String (RFC 8941): quoted,
+// with '"' and '\' escaped and any byte outside printable ASCII, which a
+// String cannot hold, replaced by '?'.
 func quoteString(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)
 	b.WriteByte('"')
 	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
 			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e: // outside what a String may hold
+			b.WriteByte('?')
+		default:
+			b.WriteByte(c)
 		}
-		b.WriteByte(s[i])
 	}
 	b.WriteByte('"')
 	return b.String()

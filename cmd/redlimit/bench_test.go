@@ -288,9 +288,10 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	var denied atomic.Int64
 	cpu0, rcpu0, ccpu0 := procCPU(tg.pid), redisCPU(tg.redis), procCPU(os.Getpid())
 	sysr0, sysw0 := procSyscalls(tg.pid)
-	reads0 := redisStat(tg.redis, "total_reads_processed")
-	mallocs0, gcs0 := promValue(tg.httpAddr, "go_memstats_mallocs_total"), promValue(tg.httpAddr, "go_gc_duration_seconds_count")
-	bySource0, fromStore0 := promSum(tg.httpAddr, sourceSeries), promValue(tg.httpAddr, sourceSeries+`{source="store"}`)
+	reads0 := redisInfo(tg.redis, "stats", "total_reads_processed")
+	page0 := scrape(tg.httpAddr)
+	mallocs0, gcs0 := seriesValue(page0, "go_memstats_mallocs_total"), seriesValue(page0, "go_gc_duration_seconds_count")
+	bySource0, fromStore0 := metricSum(page0, sourceSeries), seriesValue(page0, sourceSeries+`{source="store"}`)
 	busy0, total0 := hostCPU()
 	var prof sync.WaitGroup
 	dir := os.Getenv("REDLIMIT_BENCH_PROFILES")
@@ -350,9 +351,10 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	}
 	cpu1, rcpu1, ccpu1 := procCPU(tg.pid), redisCPU(tg.redis), procCPU(os.Getpid())
 	sysr1, sysw1 := procSyscalls(tg.pid)
-	reads1 := redisStat(tg.redis, "total_reads_processed")
-	mallocs1, gcs1 := promValue(tg.httpAddr, "go_memstats_mallocs_total"), promValue(tg.httpAddr, "go_gc_duration_seconds_count")
-	bySource1, fromStore1 := promSum(tg.httpAddr, sourceSeries), promValue(tg.httpAddr, sourceSeries+`{source="store"}`)
+	reads1 := redisInfo(tg.redis, "stats", "total_reads_processed")
+	page1 := scrape(tg.httpAddr)
+	mallocs1, gcs1 := seriesValue(page1, "go_memstats_mallocs_total"), seriesValue(page1, "go_gc_duration_seconds_count")
+	bySource1, fromStore1 := metricSum(page1, sourceSeries), seriesValue(page1, sourceSeries+`{source="store"}`)
 	busy1, total1 := hostCPU()
 	if denied.Load() > 0 {
 		b.Fatalf("%d requests denied", denied.Load())
@@ -430,27 +432,19 @@ func procCPU(pid int) int64 {
 	return (ut + st) * 1e6 / 100 // USER_HZ is 100 on Linux
 }
 
-// promValue returns the value of a series without labels on the /metrics
-// page of the service at httpAddr, or -1.
-func promValue(httpAddr, series string) float64 {
+// scrape returns the /metrics page of the service at httpAddr, or "" if
+// there is none (a library target) or it cannot be read.
+func scrape(httpAddr string) string {
 	if httpAddr == "" {
-		return -1
+		return ""
 	}
 	resp, err := http.Get("http://" + httpAddr + "/metrics")
 	if err != nil {
-		return -1
+		return ""
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
+	return string(body)
 }
 
 // procSyscalls returns the read and write system calls process pid has
@@ -474,66 +468,28 @@ func procSyscalls(pid int) (reads, writes int64) {
 
 // redisCPU returns redis-server's used_cpu_user + used_cpu_sys in µs, or -1.
 func redisCPU(s *redistest.Server) int64 {
-	info, err := s.Do("INFO", "cpu")
-	if err != nil {
+	user, sys := redisInfo(s, "cpu", "used_cpu_user"), redisInfo(s, "cpu", "used_cpu_sys")
+	if user < 0 || sys < 0 {
 		return -1
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		for _, k := range []string{"used_cpu_user:", "used_cpu_sys:"} {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				total += f
-			}
-		}
-	}
-	return int64(total * 1e6)
+	return int64((user + sys) * 1e6)
 }
 
 // sourceSeries counts the service's limited descriptors by the path that
 // decided them.
 const sourceSeries = "redlimit_rls_decisions_by_source_total"
 
-// promSum returns the sum of every series of the metric name on the
-// /metrics page of the service at httpAddr, or -1.
-func promSum(httpAddr, name string) float64 {
-	if httpAddr == "" {
-		return -1
-	}
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	total, found := 0.0, false
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			if f, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				total, found = total+f, true
-			}
-		}
-	}
-	if !found {
-		return -1
-	}
-	return total
-}
-
-// redisStat returns a field of redis-server's INFO stats, or -1.
-func redisStat(s *redistest.Server, field string) int64 {
-	info, err := s.Do("INFO", "stats")
+// redisInfo returns a numeric field of a section of redis-server's INFO,
+// or -1.
+func redisInfo(s *redistest.Server, section, field string) float64 {
+	info, err := s.Do("INFO", section)
 	if err != nil {
 		return -1
 	}
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err == nil {
-				return n
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
 			}
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -223,14 +224,40 @@ func (p *proc) post(body []byte) (int, string, string) {
 // metric returns the value of the series that starts with series, or -1.
 func (p *proc) metric(series string) float64 {
 	_, body := p.get("/metrics")
-	for _, line := range strings.Split(body, "\n") {
+	return seriesValue(body, series)
+}
+
+// seriesValue returns the value of one series (the metric's name with its
+// labels, as the page writes them) on a Prometheus text page, or -1.
+func seriesValue(page, series string) float64 {
+	for _, line := range strings.Split(page, "\n") {
 		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			var v float64
-			fmt.Sscan(rest, &v)
-			return v
+			if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+				return v
+			}
 		}
 	}
 	return -1
+}
+
+// metricSum returns the sum of every series of the metric name on a
+// Prometheus text page, or -1 if it has none.
+func metricSum(page, name string) float64 {
+	total, found := 0.0, false
+	for _, line := range strings.Split(page, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if i := strings.LastIndexByte(line, ' '); i > 0 {
+			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+				total, found = total+v, true
+			}
+		}
+	}
+	if !found {
+		return -1
+	}
+	return total
 }
 
 func desc(kv ...string) *rlpb.RateLimitDescriptor {

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // respond writes the statuses of the limited descriptors of p into resp,
@@ -48,7 +50,8 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 // admitted (Result.ResetAfter); when it was denied, how long until a request
 // of the same cost could pass (Result.RetryAfter), or ResetAfter if it never
 // can (its cost is above the limit). This is the httplimit package's
-// definition of the RateLimit field's reset, too.
+// definition of the RateLimit field's reset, too, except for that last case,
+// where httplimit's field has no reset and duration_until_reset needs one.
 //
 // For a fixed window both are the end of the window, as in
 // envoyproxy/ratelimit. For a sliding log, ResetAfter is when the newest
@@ -64,17 +67,18 @@ func resetOf(res redlimit.Result) time.Duration {
 	return max(0, res.RetryAfter)
 }
 
-// Header field names.
+// Header field names. The IETF, X-RateLimit and Retry-After fields are
+// the httplimit package's, formatted by it too.
 const (
-	HeaderRateLimitPolicy     = "RateLimit-Policy"
-	HeaderRateLimit           = "RateLimit"
-	HeaderXRateLimitLimit     = "X-RateLimit-Limit"
-	HeaderXRateLimitRemaining = "X-RateLimit-Remaining"
-	HeaderXRateLimitReset     = "X-RateLimit-Reset"
+	HeaderRateLimitPolicy     = httplimit.HeaderRateLimitPolicy
+	HeaderRateLimit           = httplimit.HeaderRateLimit
+	HeaderXRateLimitLimit     = httplimit.HeaderXRateLimitLimit
+	HeaderXRateLimitRemaining = httplimit.HeaderXRateLimitRemaining
+	HeaderXRateLimitReset     = httplimit.HeaderXRateLimitReset
 	HeaderEnvoyLimit          = "RateLimit-Limit"
 	HeaderEnvoyRemaining      = "RateLimit-Remaining"
 	HeaderEnvoyReset          = "RateLimit-Reset"
-	HeaderRetryAfter          = "Retry-After"
+	HeaderRetryAfter          = httplimit.HeaderRetryAfter
 )
 
 // headers returns the header fields for the enforced item closest to running
@@ -89,18 +93,15 @@ func (s *Service) headers(p *plan, enforced []int) []*corepb.HeaderValue {
 	it := &p.items[enforced[d.Tightest()]]
 	res := it.res
 	remaining := strconv.FormatInt(max(0, res.Remaining), 10)
-	reset := strconv.FormatInt(ceilSeconds(resetOf(res)), 10)
+	reset := strconv.FormatInt(ruleset.CeilSeconds(resetOf(res)), 10)
 	var h []*corepb.HeaderValue
 	switch s.opts.Headers {
 	case HeadersIETF:
-		name := sfString(it.policyName())
-		policy := name + ";q=" + strconv.FormatInt(it.limit.Count, 10)
-		if w := it.limit.Period; w >= time.Second && w%time.Second == 0 {
-			policy += ";w=" + strconv.FormatInt(int64(w/time.Second), 10)
-		}
+		name := it.policyName()
+		limit := httplimit.ServiceLimit{Name: name, Remaining: max(0, res.Remaining), Reset: resetOf(res)}
 		h = append(h,
-			&corepb.HeaderValue{Key: HeaderRateLimitPolicy, Value: policy},
-			&corepb.HeaderValue{Key: HeaderRateLimit, Value: name + ";r=" + remaining + ";t=" + reset})
+			&corepb.HeaderValue{Key: HeaderRateLimitPolicy, Value: httplimit.PolicyOf(name, it.limit).String()},
+			&corepb.HeaderValue{Key: HeaderRateLimit, Value: limit.String()})
 	case HeadersXRateLimit:
 		h = append(h,
 			&corepb.HeaderValue{Key: HeaderXRateLimitLimit, Value: strconv.FormatInt(it.limit.Max(), 10)},
@@ -113,7 +114,7 @@ func (s *Service) headers(p *plan, enforced []int) []*corepb.HeaderValue {
 			&corepb.HeaderValue{Key: HeaderEnvoyReset, Value: reset})
 	}
 	if ra := d.RetryAfter(); ra > 0 && ra != redlimit.Never {
-		h = append(h, &corepb.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(max(1, ceilSeconds(ra)), 10)})
+		h = append(h, &corepb.HeaderValue{Key: HeaderRetryAfter, Value: strconv.FormatInt(ruleset.RetryAfterSeconds(ra), 10)})
 	}
 	return h
 }
@@ -125,40 +126,6 @@ func (it *item) policyName() string {
 		return it.current.Name
 	}
 	return it.label
-}
-
-// sfString formats s as a structured-field String (RFC 8941): quoted, with
-// '"' and '\' escaped and any byte outside printable ASCII replaced by '?'.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('?')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	n := int64(d / time.Second)
-	if d%time.Second != 0 {
-		n++
-	}
-	return n
 }
 
 // responseUnit returns the response's unit for an envoy unit name

@@ -39,6 +39,13 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	lastReload  prometheus.Gauge
 	rules       prometheus.Gauge
+
+	// The series of fixed label values, looked up once rather than by
+	// label (a hash and a lock) at every decision.
+	answers   map[string]prometheus.Counter
+	sources   [redlimit.FromFailClosed + 1]prometheus.Counter // by redlimit.Source
+	errs      prometheus.Counter                              // backendErrs "error"
+	policyErr [redlimit.FromFailClosed + 1]prometheus.Counter // backendErrs by failure-policy source; nil for the others
 }
 
 var _ rls.Observer = (*Metrics)(nil)
@@ -100,8 +107,16 @@ func NewMetrics(reg prometheus.Registerer, breaker func() string) (*Metrics, err
 		}
 	}
 	// Make the usual series visible from the start.
+	m.answers = map[string]prometheus.Counter{}
 	for _, a := range []string{rls.AnswerOK, rls.AnswerOverLimit, rls.AnswerInvalid, rls.AnswerUnavailable, rls.AnswerError} {
-		m.requests.WithLabelValues(a)
+		m.answers[a] = m.requests.WithLabelValues(a)
+	}
+	for src := range m.sources {
+		m.sources[src] = m.bySource.WithLabelValues(redlimit.Source(src).String())
+	}
+	m.errs = m.backendErrs.WithLabelValues("error")
+	for _, src := range []redlimit.Source{redlimit.FromLocal, redlimit.FromFailOpen, redlimit.FromFailClosed} {
+		m.policyErr[src] = m.backendErrs.WithLabelValues(src.String())
 	}
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
@@ -111,7 +126,11 @@ func NewMetrics(reg prometheus.Registerer, breaker func() string) (*Metrics, err
 
 // Request implements rls.Observer.
 func (m *Metrics) Request(answer string, took time.Duration) {
-	m.requests.WithLabelValues(answer).Inc()
+	c, ok := m.answers[answer]
+	if !ok {
+		c = m.requests.WithLabelValues(answer)
+	}
+	c.Inc()
 	m.requestTime.Observe(took.Seconds())
 }
 
@@ -119,7 +138,12 @@ func (m *Metrics) Request(answer string, took time.Duration) {
 // would make unbounded label values.
 func (m *Metrics) Descriptor(domain, rule string, o rls.Outcome, src redlimit.Source, _ []*rlpb.RateLimitDescriptor_Entry) {
 	m.decisions.WithLabelValues(domain, rule, o.String()).Inc()
-	if o != rls.Unlimited {
+	if o == rls.Unlimited {
+		return
+	}
+	if int(src) < len(m.sources) {
+		m.sources[src].Inc()
+	} else {
 		m.bySource.WithLabelValues(src.String()).Inc()
 	}
 }
@@ -129,9 +153,9 @@ func (m *Metrics) Backend(took time.Duration, src redlimit.Source, err error) {
 	m.backendTime.Observe(took.Seconds())
 	switch {
 	case err != nil:
-		m.backendErrs.WithLabelValues("error").Inc()
-	case src == redlimit.FromLocal, src == redlimit.FromFailOpen, src == redlimit.FromFailClosed:
-		m.backendErrs.WithLabelValues(src.String()).Inc()
+		m.errs.Inc()
+	case int(src) < len(m.policyErr) && m.policyErr[src] != nil:
+		m.policyErr[src].Inc()
 	}
 }
 
