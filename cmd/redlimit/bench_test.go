@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -125,8 +124,17 @@ func BenchmarkRLS(b *testing.B) {
 		}
 		for _, tg := range targets {
 			b.Run(tg.name+"/"+c.name, func(b *testing.B) {
-				runLoad(b, tg, c.keys, 64, conns)
+				runLoad(b, tg, c.keys, 64, conns, "")
 			})
+		}
+		if h2load := os.Getenv("REDLIMIT_BENCH_H2LOAD"); h2load != "" {
+			for _, tg := range targets {
+				if tg.lib == nil {
+					b.Run(tg.name+"/"+c.name+"/h2load", func(b *testing.B) {
+						runLoad(b, tg, c.keys, 64, conns, h2load)
+					})
+				}
+			}
 		}
 	}
 }
@@ -152,6 +160,9 @@ func benchTargets(b *testing.B) []target {
 	}
 	if bin := os.Getenv("REDLIMIT_BENCH_ENVOY_RATELIMIT"); bin != "" {
 		targets = append(targets, startEnvoyRatelimit(b, bin))
+	}
+	if os.Getenv("REDLIMIT_BENCH_GRPC_FLOOR") != "0" {
+		targets = append(targets, startFloor(b))
 	}
 	return targets
 }
@@ -213,45 +224,9 @@ func startEnvoyRatelimit(b *testing.B, bin string) target {
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+ports[2], "USE_STATSD=false", "LOG_LEVEL=warn",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redis.Addr(),
 		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=rl", "RUNTIME_WATCH_ROOT=false")
-	cmd.SysProcAttr = sysProcAttr()
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := "127.0.0.1:" + ports[1]
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	client := pb.NewRateLimitServiceClient(c)
-	req := &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{desc("user", "0")}}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := client.ShouldRateLimit(ctx, req)
-		cancel()
-		if err == nil && resp.Statuses[0].CurrentLimit != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("envoyproxy/ratelimit does not answer (%v):\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return target{name: "envoyproxy-ratelimit", grpcAddr: addr, pid: cmd.Process.Pid, redis: redis}
+	tg := startChild(b, "envoyproxy-ratelimit", cmd, "127.0.0.1:"+ports[1])
+	tg.redis = redis
+	return tg
 }
 
 // freePorts returns n free loopback ports.
@@ -273,19 +248,20 @@ func freePorts(b *testing.B, n int) []string {
 }
 
 // runLoad runs clients concurrent callers over nconns connections, each
-// request with one descriptor per key of keys.
-func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
+// request with one descriptor per key of keys: from goroutines of this
+// process on grpc-go (or calling the library), or, with h2load naming
+// nghttp2's h2load, from it.
+func runLoad(b *testing.B, tg target, keys []string, clients, nconns int, h2load string) {
 	const nkeys = 10_000
 	var call func(c, i int) (allowed bool, err error)
 	var notFromStore atomic.Int64 // library decisions a failure policy or the deny cache answered
-	if tg.lib != nil {
+	switch {
+	case h2load != "":
+	case tg.lib != nil:
 		call = libraryCall(b, tg.lib, keys, nkeys, &notFromStore)
-	} else {
+	default:
 		call = grpcCall(b, tg.grpcAddr, keys, nkeys, nconns)
 	}
-	lat := make([][]time.Duration, clients)
-	var next atomic.Int64
-	var denied atomic.Int64
 	cpu0, rcpu0, ccpu0 := procCPU(tg.pid), redisCPU(tg.redis), procCPU(os.Getpid())
 	sysr0, sysw0 := procSyscalls(tg.pid)
 	reads0 := redisInfo(tg.redis, "stats", "total_reads_processed")
@@ -318,32 +294,14 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 		})
 	}
 	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			l := make([]time.Duration, 0, b.N/clients+1)
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					break
-				}
-				t0 := time.Now()
-				allowed, err := call(c, (int(i)*7919+c)%nkeys)
-				l = append(l, time.Since(t0))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				if !allowed {
-					denied.Add(1)
-				}
-			}
-			lat[c] = l
-		})
+	var n, denied int
+	var elapsed time.Duration
+	var all []time.Duration
+	if h2load != "" {
+		n, elapsed, all = h2loadRun(b, h2load, tg.grpcAddr, keys, clients, nconns)
+	} else {
+		n, elapsed, all, denied = closedLoop(b, call, clients, nkeys)
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
 	b.StopTimer()
 	prof.Wait()
 	if profile {
@@ -356,45 +314,48 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	mallocs1, gcs1 := seriesValue(page1, "go_memstats_mallocs_total"), seriesValue(page1, "go_gc_duration_seconds_count")
 	bySource1, fromStore1 := metricSum(page1, sourceSeries), seriesValue(page1, sourceSeries+`{source="store"}`)
 	busy1, total1 := hostCPU()
-	if denied.Load() > 0 {
-		b.Fatalf("%d requests denied", denied.Load())
+	if denied > 0 {
+		b.Fatalf("%d requests denied", denied)
 	}
-	all := slices.Concat(lat...)
+	if ok0, ok1 := seriesValue(page0, okSeries), seriesValue(page1, okSeries); ok0 >= 0 && int(ok1-ok0) != n {
+		// h2load sees HTTP statuses only; the service counts its answers.
+		b.Fatalf("the service answered %v of %d requests OK", ok1-ok0, n)
+	}
 	slices.Sort(all)
 	pct := func(q float64) float64 { return float64(all[int(q*float64(len(all)-1))].Microseconds()) }
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "decisions/s")
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
 	if cpu0 >= 0 && cpu1 >= 0 {
-		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "svc-cpu-µs/op")
+		b.ReportMetric(float64(cpu1-cpu0)/float64(n), "svc-cpu-µs/op")
 	}
 	if rcpu0 >= 0 && rcpu1 >= 0 {
-		b.ReportMetric(float64(rcpu1-rcpu0)/float64(b.N), "redis-cpu-µs/op")
+		b.ReportMetric(float64(rcpu1-rcpu0)/float64(n), "redis-cpu-µs/op")
 	}
 	if ccpu0 >= 0 && ccpu1 >= 0 {
-		b.ReportMetric(float64(ccpu1-ccpu0)/float64(b.N), "client-cpu-µs/op")
+		b.ReportMetric(float64(ccpu1-ccpu0)/float64(n), "client-cpu-µs/op")
 	}
 	if sysr0 >= 0 && sysr1 >= 0 {
 		// The service's read and write system calls (all sockets).
-		b.ReportMetric(float64(sysr1-sysr0)/float64(b.N), "svc-reads/op")
-		b.ReportMetric(float64(sysw1-sysw0)/float64(b.N), "svc-writes/op")
+		b.ReportMetric(float64(sysr1-sysr0)/float64(n), "svc-reads/op")
+		b.ReportMetric(float64(sysw1-sysw0)/float64(n), "svc-writes/op")
 	}
 	if reads1 > reads0 && reads0 >= 0 {
 		// Decisions per read of redis-server: how many requests the
 		// service's client pipelines into one write.
-		b.ReportMetric(float64(b.N)/float64(reads1-reads0), "decisions/redis-read")
+		b.ReportMetric(float64(n)/float64(reads1-reads0), "decisions/redis-read")
 	}
 	// Decisions Redis did not make (a failure policy after a timeout, the
 	// deny cache): cheaper, so the figures are the store's only while this
 	// stays 0.
 	switch {
 	case tg.lib != nil:
-		b.ReportMetric(100*float64(notFromStore.Load())/float64(b.N), "not-from-store-%")
+		b.ReportMetric(100*float64(notFromStore.Load())/float64(n), "not-from-store-%")
 	case bySource1 > bySource0 && bySource0 >= 0 && fromStore0 >= 0:
 		b.ReportMetric(100*(1-(fromStore1-fromStore0)/(bySource1-bySource0)), "not-from-store-%")
 	}
 	if mallocs0 >= 0 && mallocs1 >= 0 {
-		b.ReportMetric((mallocs1-mallocs0)/float64(b.N), "svc-allocs/op")
+		b.ReportMetric((mallocs1-mallocs0)/float64(n), "svc-allocs/op")
 	}
 	if gcs0 >= 0 && gcs1 >= 0 {
 		b.ReportMetric((gcs1-gcs0)/elapsed.Seconds(), "svc-gcs/s")
@@ -415,7 +376,8 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// procCPU returns the user+system CPU time of process pid in µs (from
+// procCPU returns the user+system CPU time of process pid and of the
+// children it has waited for, in µs (from
 // /proc; -1 where there is none).
 func procCPU(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -427,9 +389,14 @@ func procCPU(pid int) int64 {
 	if len(f) < 13 {
 		return -1
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return (ut + st) * 1e6 / 100 // USER_HZ is 100 on Linux
+	// utime, stime, and cutime, cstime: the children it has waited for
+	// (h2load, for the benchmark's process).
+	var sum int64
+	for _, v := range f[11:15] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		sum += n
+	}
+	return sum * 1e6 / 100 // USER_HZ is 100 on Linux
 }
 
 // scrape returns the /metrics page of the service at httpAddr, or "" if
@@ -468,12 +435,18 @@ func procSyscalls(pid int) (reads, writes int64) {
 
 // redisCPU returns redis-server's used_cpu_user + used_cpu_sys in µs, or -1.
 func redisCPU(s *redistest.Server) int64 {
+	if s == nil {
+		return 0 // a target without Redis
+	}
 	user, sys := redisInfo(s, "cpu", "used_cpu_user"), redisInfo(s, "cpu", "used_cpu_sys")
 	if user < 0 || sys < 0 {
 		return -1
 	}
 	return int64((user + sys) * 1e6)
 }
+
+// okSeries counts the service's requests answered OK.
+const okSeries = `redlimit_rls_requests_total{answer="ok"}`
 
 // sourceSeries counts the service's limited descriptors by the path that
 // decided them.
@@ -482,6 +455,9 @@ const sourceSeries = "redlimit_rls_decisions_by_source_total"
 // redisInfo returns a numeric field of a section of redis-server's INFO,
 // or -1.
 func redisInfo(s *redistest.Server, section, field string) float64 {
+	if s == nil {
+		return -1
+	}
 	info, err := s.Do("INFO", section)
 	if err != nil {
 		return -1

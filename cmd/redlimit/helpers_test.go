@@ -33,6 +33,9 @@ var binPath string
 // shared one, so that TestMain can remove the build directory, which
 // redistest.Main, exiting, would not let it do.
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(floorEnv); addr != "" {
+		os.Exit(serveFloor(addr)) // started by BenchmarkRLS as its gRPC floor
+	}
 	dir, err := os.MkdirTemp("", "redlimit-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -34,15 +34,15 @@ const windowSize = 1 << 20
 // that finds them all busy gets a goroutine of its own.
 const streamWorkers = 128
 
-// newGRPC returns the gRPC server: the RLS service, the health service and
-// server reflection, with keepalive, the message size cap, and a recovery
-// that turns a panic into an Internal status instead of a crash.
-func (s *Server) newGRPC() *grpc.Server {
-	g := grpc.NewServer(
-		grpc.MaxRecvMsgSize(s.opts.MaxMessageBytes),
+// GRPCOptions returns the transport settings of the service's gRPC server:
+// the message size cap, keepalive, fixed flow-control windows and stream
+// workers. The service adds its handlers and a panic recovery; the
+// benchmarks use the same settings to measure gRPC on its own.
+func GRPCOptions(maxMessageBytes int) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxMessageBytes),
 		grpc.KeepaliveParams(keepaliveParams),
 		grpc.KeepaliveEnforcementPolicy(keepalivePolicy),
-		grpc.ChainUnaryInterceptor(s.recoverUnary),
 		// Fixed flow-control windows: RLS messages are small, and a fixed
 		// window turns off the BDP estimation pings, a write and a read
 		// more per request on a busy connection.
@@ -52,7 +52,14 @@ func (s *Server) newGRPC() *grpc.Server {
 		// already, instead of a new goroutine each, which grows its stack
 		// on every request (about a tenth of the CPU at 64 connections).
 		grpc.NumStreamWorkers(streamWorkers),
-	)
+	}
+}
+
+// newGRPC returns the gRPC server: the RLS service, the health service and
+// server reflection, with the settings of [GRPCOptions] and a recovery that
+// turns a panic into an Internal status instead of a crash.
+func (s *Server) newGRPC() *grpc.Server {
+	g := grpc.NewServer(append(GRPCOptions(s.opts.MaxMessageBytes), grpc.ChainUnaryInterceptor(s.recoverUnary))...)
 	pb.RegisterRateLimitServiceServer(g, s.svc)
 	healthpb.RegisterHealthServer(g, s.health)
 	reflection.Register(g)
