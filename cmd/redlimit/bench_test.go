@@ -96,6 +96,14 @@ descriptors:
 // REDLIMIT_BENCH_PROFILE_SECONDS (default 3) s of each case is written
 // there, and its allocation profiles before and after the case.
 //
+// Every case also runs against a gRPC floor ("grpc-floor"): this test
+// binary serving ShouldRateLimit with the service's gRPC server settings
+// and a constant OK answer, what grpc-go costs before any decision
+// (REDLIMIT_BENCH_GRPC_FLOOR=0 leaves it out). With REDLIMIT_BENCH_H2LOAD
+// naming nghttp2's h2load, every service target runs each case a second
+// time driven by h2load instead of grpc-go's client (cases ending in
+// "/h2load"; one key, as h2load sends one body).
+//
 // Run it without -race: the binary is built with the race detector when
 // the tests have it.
 func BenchmarkRLS(b *testing.B) {
@@ -377,8 +385,7 @@ func runLoad(b *testing.B, tg target, keys []string, clients, nconns int, h2load
 }
 
 // procCPU returns the user+system CPU time of process pid and of the
-// children it has waited for, in µs (from
-// /proc; -1 where there is none).
+// children it has waited for, in µs (from /proc; -1 where there is none).
 func procCPU(pid int) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -386,7 +393,7 @@ func procCPU(pid int) int64 {
 	}
 	// Fields after the command name, which is in parentheses.
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return -1
 	}
 	// utime, stime, and cutime, cstime: the children it has waited for
