@@ -20,7 +20,12 @@ const (
 	// empty, approximate otherwise (see the package documentation).
 	SlidingWindow
 	// TokenBucket is GCRA: Count tokens per Period, at most Burst at once.
-	// O(1) memory; exact.
+	// O(1) memory; exact. A token takes Period/Count rounded up to a whole
+	// microsecond ([Limit.EmissionInterval]), so a bucket never refills
+	// faster than its rate, and at most 1% slower up to 10,000 tokens per
+	// second per key; faster rates can refill noticeably slower (300,000
+	// per second refills at 250,000, and above 1,000,000 per second at
+	// 1,000,000).
 	TokenBucket
 )
 
