@@ -112,19 +112,17 @@ func startChild(b *testing.B, name string, cmd *exec.Cmd, addr string) target {
 	defer c.Close()
 	client := pb.NewRateLimitServiceClient(c)
 	req := &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{desc("user", "0")}}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	b.Cleanup(func() {
+		if b.Failed() {
+			b.Logf("%s's output:\n%s", name, logs.String())
+		}
+	})
+	waitFor(b, name+" to answer", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		resp, err := client.ShouldRateLimit(ctx, req)
-		cancel()
-		if err == nil && resp.Statuses[0].CurrentLimit != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s does not answer (%v):\n%s", name, err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && resp.Statuses[0].CurrentLimit != nil
+	})
 	return target{name: name, grpcAddr: addr, pid: cmd.Process.Pid}
 }
 
