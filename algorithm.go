@@ -12,8 +12,9 @@ const (
 	// FixedWindow counts requests in windows aligned to the Unix epoch.
 	// O(1) memory; can admit up to twice the count across a window boundary.
 	FixedWindow Algorithm = iota + 1
-	// SlidingLog remembers the time of every admitted request over the last
-	// period. Exact; memory per key grows with the count.
+	// SlidingLog remembers the admitted cost of every instant over the last
+	// period. Exact; memory per key grows with the number of instants at
+	// which requests were admitted (at most the count), not with the cost.
 	SlidingLog
 	// SlidingWindow weights the previous fixed window's count by its overlap
 	// with the sliding period. O(1) memory; exact while the previous window was

@@ -35,10 +35,11 @@
 //
 // Limits are plain values and are passed on every call, not configured on the
 // store, so one store serves any number of limits. A store keeps state per
-// key, algorithm and period: a new Count applies at once to what a key has
-// already consumed, a new algorithm or period starts from nothing. Periods
-// are whole microseconds from [MinPeriod] to [MaxPeriod]; counts, bursts and
-// costs go up to [MaxCount]. [Limit.Validate] reports a limit out of range.
+// key, algorithm and period ([StateID]): a new Count applies at once to what
+// a key has already consumed, a new algorithm or period starts from nothing.
+// Periods are whole microseconds from [MinPeriod] to [MaxPeriod]; counts,
+// bursts and costs go up to [MaxCount]. [Limit.Validate] reports a limit out
+// of range.
 //
 // # Algorithms
 //
@@ -55,12 +56,13 @@
 //     twice Count can pass in an interval of one period. Remaining and
 //     RetryAfter are computed from the weighted estimate. Pick it for most
 //     limits, and for high counts.
-//   - [SlidingLog]: the time of every admitted unit of cost over the last
+//   - [SlidingLog]: the admitted cost of every instant over the last
 //     period. Exact: never more than Count in any interval of one period.
-//     Memory grows with Count (one entry per unit, eight bytes in process
-//     memory, a sorted-set member in Redis), and so does the work of a
-//     request with a large cost. Pick it when a small count must hold
-//     exactly: logins, password resets, costly operations.
+//     Memory grows with the number of instants at which requests were
+//     admitted in the last period, up to Count (16 bytes each in process
+//     memory, a sorted-set member in Redis), not with their cost; a
+//     request costs O(log n) work whatever its cost. Pick it when a small
+//     count must hold exactly: logins, password resets, costly operations.
 //   - [FixedWindow]: one counter per key and window. The cheapest and the
 //     easiest to explain ("100 per calendar minute"), with a full reset at
 //     each boundary; up to twice Count can pass across a boundary.
@@ -110,7 +112,8 @@
 // The [Decision] holds one Result per request, in order. [Decision.RetryAfter]
 // is the longest wait among the limits that denied, and [Decision.Tightest]
 // picks the result to report in headers: the worst denial, or the limit with
-// the least remaining relative to its size.
+// the least remaining relative to its size. [Tightest] and [RetryAfter] do
+// the same for any results.
 //
 //	d, err := store.AllowAll(ctx, []redlimit.Request{
 //		{Key: "ip:" + ip, Limit: redlimit.PerSecond(5), Cost: 1},
@@ -122,9 +125,28 @@
 //
 // # Time
 //
-// Stores compute in integer microseconds. The memory store reads
-// [time.Now] unless given a clock; the Redis store reads the Redis server's
-// clock (TIME) unless given one, so application servers whose clocks
-// disagree still share one timeline. Injected clocks make tests
+// Stores compute in integer microseconds, exactly: every quantity stays
+// below 2^53 (what a Lua number on Redis holds exactly) for the bounds
+// above and times from the Unix epoch to 2^52 µs, in 2112. The memory store
+// reads [time.Now] unless given a clock; the Redis store reads the Redis
+// server's clock (TIME) unless given one, so application servers whose
+// clocks disagree still share one timeline. Injected clocks make tests
 // deterministic without sleeping.
+//
+// A clock can still go back: an injected one, servers whose clocks disagree
+// deciding with their own, a server's clock stepped back. A request at an
+// instant before what a key has already recorded is decided so that no
+// limit admits more than it allows, by the same rule in both stores:
+//
+//   - [FixedWindow] and [SlidingWindow]: it is counted in the key's latest
+//     window, as if made at that window's start (it would otherwise be
+//     counted in a window that has ended, and escape the current one);
+//   - [SlidingLog]: it is decided at, and recorded with, the time of the
+//     key's newest entry, so the log's times never go back;
+//   - [TokenBucket]: the bucket's theoretical arrival time never goes back;
+//     a request at an earlier instant finds fewer tokens than one at a
+//     later instant would.
+//
+// RetryAfter and ResetAfter are always measured from the request's own
+// instant, so they can exceed the period after such a step back.
 package redlimit

@@ -23,4 +23,8 @@ var (
 	ErrBadReply = errors.New("redlimit: unexpected reply from backend")
 	// ErrClosed reports a call on a store that has been closed.
 	ErrClosed = errors.New("redlimit: store closed")
+	// ErrRefunded reports a [Grant] refunded a second time.
+	ErrRefunded = errors.New("redlimit: grant already refunded")
+	// ErrInvalidGrant reports a [Grant] that its store did not make.
+	ErrInvalidGrant = errors.New("redlimit: invalid grant")
 )

@@ -112,3 +112,49 @@ func ExampleLimit_String() {
 	// 1000/1h fixed_window
 	// true
 }
+
+// Debit records a cost known only after the work is done (the tokens a
+// model's answer used): it is counted even when it does not fit, and the
+// key stays in debt, denying requests, until the debt has drained.
+func ExampleDebit() {
+	clock := redlimittest.NewClock(t0)
+	store, err := memory.New(memory.WithClock(clock.Now))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	ctx := context.Background()
+	budget := redlimit.PerMinute(1000).FixedWindow() // tokens per minute
+	check := func() {
+		// Enough budget left for a request? Peek consumes nothing.
+		res, err := store.Peek(ctx, "user:42", budget, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("check: allowed %v, %d left\n", res.Allowed, res.Remaining)
+	}
+	debit := func(tokens int64) {
+		res, err := redlimit.Debit(ctx, store, "user:42", budget, tokens)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("debit %d: fit %v, %d left\n", tokens, res.Allowed, res.Remaining)
+	}
+
+	check()
+	debit(900)
+	check()
+	debit(900) // counted although it does not fit: 1800 of 1000 spent
+	check()
+	clock.Advance(time.Minute) // the next window: the debt has drained
+	check()
+
+	// Output:
+	// check: allowed true, 999 left
+	// debit 900: fit true, 100 left
+	// check: allowed true, 99 left
+	// debit 900: fit false, 0 left
+	// check: allowed false, 0 left
+	// check: allowed true, 999 left
+}

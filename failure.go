@@ -10,7 +10,9 @@ type FailurePolicy uint8
 const (
 	// FailLocal, the zero value and default, decides with an in-process
 	// limiter holding this node's share of the limit: Count (and Burst)
-	// divided by the number of live nodes, rounded up.
+	// divided by the number of live nodes, rounded up, starting from what
+	// the store last said of the key (its remaining allowance divided
+	// likewise) when the resilient limiter remembers it.
 	FailLocal FailurePolicy = iota
 	// FailOpen allows the request.
 	FailOpen

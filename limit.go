@@ -11,9 +11,22 @@ const (
 	// MaxCount is the largest Count (and Burst) a Limit may have.
 	MaxCount = 1 << 40
 	// MaxLogCount is the largest Count of a [SlidingLog] limit, which keeps
-	// one entry per admitted unit of cost: use [SlidingWindow] above it.
+	// an entry per instant with admitted requests, up to Count of them: use
+	// [SlidingWindow] above it.
 	MaxLogCount = 100_000
-	// MaxCost is the largest cost of one request.
+	// MaxCost is the largest cost of one request. It also bounds the debt a
+	// key can carry ([Request.Debit]): a debit takes a key at most MaxCost
+	// beyond its limit, and counts only the part of its cost within that
+	// bound, judged by the request's Limit:
+	//   - fixed_window, sliding_window: a window's count never goes above
+	//     Count + MaxCost;
+	//   - sliding_log: the units of the period never go above
+	//     Count + MaxCost (a debit beyond Count keeps the log bounded in
+	//     entries, at most 2*Count + 3, with decisions unchanged);
+	//   - token_bucket: the theoretical arrival time never goes further than
+	//     now + Burst*EmissionInterval + MaxPeriod (at most MaxPeriod of
+	//     drain beyond the burst), nor past 2^53 µs after the Unix epoch
+	//     (the year 2255), and is never moved back.
 	MaxCost = MaxCount
 	// MinPeriod is the shortest Period: Redis key TTLs are kept in milliseconds.
 	MinPeriod = time.Millisecond
@@ -32,8 +45,9 @@ const (
 //	redlimit.PerMinute(100).SlidingLog()
 //	redlimit.PerSecond(10).TokenBucket(20)
 //
-// Stores keep state per (key, algorithm, period): changing Count keeps the
-// count already made, changing the algorithm or period starts afresh.
+// Stores keep state per [StateID] (key, algorithm, period): changing Count
+// or Burst keeps what was already consumed, changing the algorithm or period
+// starts afresh.
 type Limit struct {
 	// Algorithm counts the requests. The zero value is invalid.
 	Algorithm Algorithm
@@ -47,8 +61,25 @@ type Limit struct {
 	Burst int64
 	// Failure says what a resilient limiter answers when the store cannot
 	// be asked; the zero value is [FailLocal]. Stores ignore it, and it is
-	// not part of the state's identity.
+	// not part of the state's identity ([StateID]).
 	Failure FailurePolicy
+}
+
+// StateID identifies the state a store keeps: what a key has consumed under
+// one algorithm and period. Limits that differ only in Count, Burst or
+// Failure share a state; two requests of one decision may not
+// ([ErrDuplicateLimit]). Every store keeps one state per StateID, and
+// whatever remembers something per state (the resilient limiter's deny
+// cache, say) keys it by StateID.
+type StateID struct {
+	Key       string
+	Algorithm Algorithm
+	Period    time.Duration
+}
+
+// StateID returns the identity of the state key has under l.
+func (l Limit) StateID(key string) StateID {
+	return StateID{Key: key, Algorithm: l.Algorithm, Period: l.Period}
 }
 
 // Per returns a limit of count requests per period, counted by [SlidingWindow].

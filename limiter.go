@@ -18,7 +18,8 @@ type Limiter interface {
 	AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error)
 	// AllowAll decides several limits as one: the request is allowed only if
 	// every limit allows it, and a request denied by any limit consumes none
-	// of them. Results come back in the order of reqs.
+	// of its admissions. A [Request.Debit] is counted whatever the decision,
+	// and may take its key into debt. Results come back in the order of reqs.
 	AllowAll(ctx context.Context, reqs []Request) (Decision, error)
 	// Peek reports what AllowN would answer for a request of cost n, without
 	// consuming anything.
@@ -34,26 +35,60 @@ type Request struct {
 	Key   string
 	Limit Limit
 	Cost  int64
+	// Debit counts Cost whatever the limit says: it records work already
+	// done (the tokens a model's answer used, the bytes a response sent),
+	// which a denial cannot undo. A debit that does not fit is counted all
+	// the same and takes the key into debt: later requests are denied until
+	// the debt has drained, as the algorithm drains any use. Its Result says
+	// whether it fit (Allowed) and describes the key after it was counted.
+	//
+	// Without Debit, a request is an admission: it is counted only if every
+	// admission and debit of its decision fits, all or nothing. The debt a
+	// key can carry is bounded (see [MaxCost]).
+	Debit bool
 }
+
+// Debit counts a cost of n under limit for key whatever the limit says: it
+// is [Limiter.AllowAll] of one [Request] with Debit set. The Result says
+// whether the cost fit (Allowed) and describes the key after it was
+// counted: a debit that did not fit took the key into debt, and RetryAfter
+// is how long until a request of the same cost could pass.
+func Debit(ctx context.Context, l Limiter, key string, limit Limit, n int64) (Result, error) {
+	d, err := l.AllowAll(ctx, []Request{{Key: key, Limit: limit, Cost: n, Debit: true}})
+	if err != nil {
+		return Result{}, err
+	}
+	return d.Results[0], nil
+}
+
+// StateID returns the identity of the state r draws on: r.Limit.StateID(r.Key).
+func (r Request) StateID() StateID { return r.Limit.StateID(r.Key) }
 
 // Decision is the outcome of [Limiter.AllowAll].
 type Decision struct {
-	// Allowed reports whether every limit allowed the request; only then
-	// was anything consumed.
+	// Allowed reports whether every limit allowed the request (every debit
+	// fit); only then were the admissions consumed. Debits are consumed
+	// either way.
 	Allowed bool
 	// Results holds one Result per request, in order. When the decision is a
-	// denial, nothing was consumed and each Result is what its limit alone
-	// would answer, as [Limiter.Peek] does: one that would allow shows the
-	// Remaining and ResetAfter it would have after the request.
+	// denial, no admission was consumed and each admission's Result is what
+	// its limit alone would answer, as [Limiter.Peek] does: one that would allow shows the
+	// Remaining and ResetAfter it would have after the request. A store that
+	// decides in parts may leave a limit [Undecided] in a denial; a denial
+	// always has a positive RetryAfter, so [Decision.Tightest] and
+	// [Decision.RetryAfter] never pick an undecided limit.
 	Results []Result
 }
 
 // RetryAfter is how long until the denied request could pass, as far as the
-// limits that denied it say: the longest RetryAfter among them (0 when
-// Allowed).
-func (d Decision) RetryAfter() time.Duration {
+// limits that denied it say: [RetryAfter] of its results (0 when Allowed).
+func (d Decision) RetryAfter() time.Duration { return RetryAfter(d.Results) }
+
+// RetryAfter returns the longest RetryAfter among the denials of results:
+// how long until a request they denied could pass; 0 when none denied.
+func RetryAfter(results []Result) time.Duration {
 	var ra time.Duration
-	for _, r := range d.Results {
+	for _, r := range results {
 		if !r.Allowed && r.RetryAfter > ra {
 			ra = r.RetryAfter
 		}
@@ -61,13 +96,19 @@ func (d Decision) RetryAfter() time.Duration {
 	return ra
 }
 
+// Tightest returns the index of the result closest to running out, as
+// [Tightest] picks it; -1 for no results.
+func (d Decision) Tightest() int { return Tightest(d.Results) }
+
 // Tightest returns the index of the result closest to running out: among
 // denials the one with the longest RetryAfter, otherwise the one with the
-// smallest Remaining relative to its Limit. It returns -1 for no results.
-func (d Decision) Tightest() int {
+// smallest Remaining relative to its Limit; the first of equals. It returns
+// -1 for no results. An [Undecided] result is never picked while another
+// result denies: a denial always has a positive RetryAfter.
+func Tightest(results []Result) int {
 	best := -1
-	for i, r := range d.Results {
-		if best < 0 || tighter(r, d.Results[best]) {
+	for i, r := range results {
+		if best < 0 || tighter(r, results[best]) {
 			best = i
 		}
 	}
@@ -86,7 +127,7 @@ func tighter(a, b Result) bool {
 }
 
 // ValidateRequests checks every request of a several-limits decision, and
-// that no two of them share state (the same key, algorithm and period).
+// that no two of them share state (the same [StateID]).
 // Errors name the request by index and wrap the sentinel errors.
 func ValidateRequests(reqs []Request) error {
 	if len(reqs) == 0 {
@@ -100,8 +141,7 @@ func ValidateRequests(reqs []Request) error {
 			return fmt.Errorf("request %d: %w", i, err)
 		}
 		for j := range i {
-			q := reqs[j]
-			if q.Key == r.Key && q.Limit.Algorithm == r.Limit.Algorithm && q.Limit.Period == r.Limit.Period {
+			if reqs[j].StateID() == r.StateID() {
 				return fmt.Errorf("requests %d and %d: %w", j, i, ErrDuplicateLimit)
 			}
 		}

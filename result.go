@@ -47,9 +47,16 @@ const (
 	FromFailOpen
 	// FromFailClosed: the store failed and the failure policy denied.
 	FromFailClosed
+	// Undecided: nothing decided this limit. A store that decides a
+	// request's limits in parts (the Redis store on Cluster, one part per
+	// identifier) could not decide this one's part while another part
+	// denied: the request is denied by that other limit. Allowed is false,
+	// RetryAfter, Remaining and ResetAfter are 0, and the Result is not a
+	// denial by this limit: it says nothing about its allowance.
+	Undecided
 )
 
-var sourceNames = [...]string{"store", "deny_cache", "local", "fail_open", "fail_closed"}
+var sourceNames = [...]string{"store", "deny_cache", "local", "fail_open", "fail_closed", "undecided"}
 
 // String returns the source's name as metrics and logs show it, such as
 // "store" or "fail_open".

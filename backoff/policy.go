@@ -2,6 +2,7 @@ package backoff
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -59,7 +60,13 @@ func (p Policy) Delay(d time.Duration) (time.Duration, bool) {
 		j = DefaultJitter
 	}
 	if j > 0 && d > 0 {
-		d += time.Duration(rand.Float64() * j * float64(d))
+		// In float64, saturating at the largest Duration: d plus its
+		// jitter may not fit in one.
+		w := float64(d) + rand.Float64()*j*float64(d)
+		if w >= math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		d = max(d, time.Duration(w))
 	}
 	return d, true
 }

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 // Transport is an [http.RoundTripper] that waits and retries when a server
@@ -182,7 +182,7 @@ func (t *Transport) observe(host string, resp *http.Response) {
 // quotas stay so: the longest t among the items with r=0. A malformed field
 // is ignored, as the draft requires.
 func exhausted(h http.Header) time.Duration {
-	limits, err := httplimit.ParseRateLimit(h.Values(httplimit.HeaderRateLimit))
+	limits, err := ratelimitfield.ParseRateLimit(h.Values(ratelimitfield.HeaderRateLimit))
 	if err != nil {
 		return 0
 	}
@@ -201,7 +201,7 @@ func exhausted(h http.Header) time.Duration {
 // clock skew between client and server does not matter. A date in the past
 // asks for no wait.
 func RetryAfter(resp *http.Response) (time.Duration, bool) {
-	v := strings.TrimSpace(resp.Header.Get(httplimit.HeaderRetryAfter))
+	v := strings.TrimSpace(resp.Header.Get(ratelimitfield.HeaderRetryAfter))
 	if v == "" {
 		return 0, false
 	}

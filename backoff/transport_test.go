@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -343,5 +344,41 @@ func TestPolicy(t *testing.T) {
 	defer cancel()
 	if begin := time.Now(); p.Wait(short, 1, time.Second) || time.Since(begin) > 50*time.Millisecond {
 		t.Error("Wait past the deadline: did not give up at once")
+	}
+}
+
+// TestPolicyJitterNeverOverflows: a wait near the largest Duration plus its
+// jitter stays the largest Duration, never a negative wait.
+func TestPolicyJitterNeverOverflows(t *testing.T) {
+	t.Parallel()
+	p := backoff.Policy{MaxWait: math.MaxInt64, Jitter: 0.5}
+	for _, d := range []time.Duration{9223372036 * time.Second, math.MaxInt64 / 2, math.MaxInt64 - 1, math.MaxInt64} {
+		for range 100 {
+			got, ok := p.Delay(d)
+			if !ok || got < d {
+				t.Fatalf("Delay(%d) = %d, %v; want at least %d", d, got, ok, d)
+			}
+		}
+	}
+}
+
+// TestHugeRetryAfterIsNotRetriedAtOnce: Retry-After: 9223372036 (292 years)
+// with a MaxWait near the largest Duration does not fit a request's
+// deadline, so the request is sent once.
+func TestHugeRetryAfterIsNotRetriedAtOnce(t *testing.T) {
+	t.Parallel()
+	f := &flaky{n: 10, status: 429, header: hdr("Retry-After", "9223372036")}
+	url := start(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	tr := &backoff.Transport{Policy: backoff.Policy{MaxWait: math.MaxInt64 - 1}}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := len(f.attempts()); n != 1 {
+		t.Errorf("server saw %d attempts, want 1", n)
 	}
 }

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	if server != nil {
 		server.Stop()
 	}
+	if cluster != nil {
+		cluster.Stop()
+	}
 	os.Exit(code)
 }
 

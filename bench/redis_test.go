@@ -41,6 +41,7 @@ type remoteLimiter struct {
 type redisCase struct {
 	name string
 	new  func(b *testing.B, addr string) remoteLimiter
+	keys int // how many identifiers the callers spread over; 0 for redisKeys
 }
 
 func rueidisClient(b *testing.B, addr string) rueidis.Client {
@@ -68,10 +69,10 @@ func redlimitRemote(s *redisstore.Store, l redlimit.Limit, closeClient func()) r
 	}
 }
 
-func redlimitRueidis(l redlimit.Limit) func(*testing.B, string) remoteLimiter {
+func redlimitRueidis(l redlimit.Limit, opts ...redisstore.Option) func(*testing.B, string) remoteLimiter {
 	return func(b *testing.B, addr string) remoteLimiter {
 		c := rueidisClient(b, addr)
-		s, err := redisstore.New(c)
+		s, err := redisstore.New(c, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -91,9 +92,18 @@ func redlimitGoRedis(l redlimit.Limit) func(*testing.B, string) remoteLimiter {
 }
 
 func redisRate(b *testing.B, addr string) remoteLimiter {
+	return redisRateAt(redis_rate.PerMinute(redisPerMinute))(b, addr)
+}
+
+func redisRateAt(limit redis_rate.Limit) func(*testing.B, string) remoteLimiter {
+	return func(b *testing.B, addr string) remoteLimiter {
+		return redisRateLimiter(addr, limit)
+	}
+}
+
+func redisRateLimiter(addr string, limit redis_rate.Limit) remoteLimiter {
 	c := goRedisClient(addr)
 	l := redis_rate.NewLimiter(c)
-	limit := redis_rate.PerMinute(redisPerMinute)
 	return remoteLimiter{
 		allow: func(ctx context.Context, key string) (bool, error) {
 			r, err := l.Allow(ctx, key, limit)
@@ -106,10 +116,44 @@ func redisRate(b *testing.B, addr string) remoteLimiter {
 	}
 }
 
+// textbookLog is the seed's textbook sliding log, for reference: trim the
+// expired members, count, add one. It is not what redlimit's sliding log
+// answers: the time is the caller's clock (ARGV[1], µs), not Redis's, so
+// servers with skewed clocks disagree; the member is that time, so two
+// requests in one microsecond make one member and the second is not
+// counted; it answers allowed or not, with no remaining count nor honest
+// retry-after; and a call trims however many members expired, without
+// bound. ARGV: now µs, window µs, limit, TTL seconds.
+const textbookLog = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+local n = redis.call('ZCARD', KEYS[1])
+if n < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  return 1
+end
+return 0`
+
+// textbookSlidingLog runs textbookLog through rueidis (auto-pipelined, as
+// redlimit's rueidis cases), at redisPerMinute.
+func textbookSlidingLog(b *testing.B, addr string) remoteLimiter {
+	c := rueidisClient(b, addr)
+	script := rueidis.NewLuaScript(textbookLog)
+	window, limit := strconv.Itoa(int(time.Minute/time.Microsecond)), strconv.Itoa(redisPerMinute)
+	return remoteLimiter{
+		allow: func(ctx context.Context, key string) (bool, error) {
+			now := strconv.FormatInt(time.Now().UnixMicro(), 10)
+			n, err := script.Exec(ctx, c, []string{"textbook:" + key}, []string{now, window, limit, "60"}).AsInt64()
+			return n == 1, err
+		},
+		close: c.Close,
+	}
+}
+
 func redisCases() []redisCase {
 	// redis_rate runs first and again last: the two tell how much the
-	// machine drifted during the run.
-	cases := []redisCase{{"redis_rate/first", redisRate}}
+	// machine drifted during the run. "unbatched" is redisstore with
+	// WithBatching(false): one script call per decision.
+	cases := []redisCase{{name: "redis_rate/first", new: redisRate}}
 	base := redlimit.PerMinute(redisPerMinute)
 	for _, l := range []redlimit.Limit{
 		base.FixedWindow(),
@@ -118,12 +162,30 @@ func redisCases() []redisCase {
 		base.TokenBucket(redisPerMinute),
 	} {
 		cases = append(cases,
-			redisCase{l.Algorithm.String() + "/rueidis", redlimitRueidis(l)},
-			redisCase{l.Algorithm.String() + "/go-redis", redlimitGoRedis(l)},
+			redisCase{name: l.Algorithm.String() + "/rueidis", new: redlimitRueidis(l)},
+			redisCase{name: l.Algorithm.String() + "/rueidis-unbatched", new: redlimitRueidis(l, redisstore.WithBatching(false))},
+			redisCase{name: l.Algorithm.String() + "/go-redis", new: redlimitGoRedis(l)},
 		)
 	}
-	return append(cases, redisCase{"redis_rate/last", redisRate})
+	// The textbook sliding log (textbookLog), beside redlimit's exact one.
+	cases = append(cases, redisCase{name: "sliding_log_textbook/rueidis", new: textbookSlidingLog})
+	cases = append(cases, redisCase{name: "redis_rate/last", new: redisRate})
+	// One hot key, with a limit far above the load (a sliding log may not
+	// count that high).
+	hot := redlimit.PerMinute(hotPerMinute)
+	cases = append(cases, redisCase{name: "hot_key/redis_rate", new: redisRateAt(redis_rate.PerMinute(hotPerMinute)), keys: 1})
+	for _, l := range []redlimit.Limit{hot.FixedWindow(), hot.SlidingWindow(), hot.TokenBucket(hotPerMinute)} {
+		cases = append(cases,
+			redisCase{name: "hot_key/" + l.Algorithm.String() + "/rueidis", new: redlimitRueidis(l), keys: 1},
+			redisCase{name: "hot_key/" + l.Algorithm.String() + "/rueidis-unbatched", new: redlimitRueidis(l, redisstore.WithBatching(false)), keys: 1},
+		)
+	}
+	return cases
 }
+
+// hotPerMinute is the hot key's limit: far above what 64 callers on one
+// key reach.
+const hotPerMinute = 1_000_000_000
 
 // BenchmarkRedis measures decisions per second and the latency of one
 // decision with 64 concurrent callers over 10,000 keys, against one local
@@ -131,8 +193,11 @@ func redisCases() []redisCase {
 // the parallelism is set so there are always 64 callers).
 func BenchmarkRedis(b *testing.B) {
 	addr := redisServer(b).Addr()
-	keys := makeKeys(redisKeys)
 	for _, c := range redisCases() {
+		keys := makeKeys(redisKeys)
+		if c.keys > 0 {
+			keys = makeKeys(c.keys)
+		}
 		b.Run(c.name, func(b *testing.B) { benchRedis(b, c, addr, keys) })
 	}
 }
@@ -144,7 +209,7 @@ func benchRedis(b *testing.B, c redisCase, addr string, keys []string) {
 	defer l.close()
 	ctx := context.Background()
 	// Load the script and open the connections before timing.
-	for _, k := range keys[:redisCallers] {
+	for _, k := range keys[:min(len(keys), redisCallers)] {
 		if _, err := l.allow(ctx, k); err != nil {
 			b.Fatal(err)
 		}

@@ -44,6 +44,11 @@ command -v redis-server >/dev/null || { echo "run.sh: redis-server is not on PAT
 	done
 
 	echo
+	echo "## Redis Cluster, three masters: spread keys and one hot key (-cpu 2)"
+	./bench.test -test.run '^$' -test.bench '^BenchmarkRedisCluster$' -test.benchmem \
+		-test.cpu 2 -test.benchtime "$REDIS_BENCHTIME" -test.count 1
+
+	echo
 	echo "## Redis memory per key"
 	./bench.test -test.run '^$' -test.bench '^BenchmarkRedisMemoryPerKey$' \
 		-test.cpu 2 -test.benchtime 1x -test.count 1

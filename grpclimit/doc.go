@@ -12,9 +12,9 @@
 // [github.com/redlimit/redlimit/httplimit]: the enforced rules of a call are
 // decided in one [redlimit.Limiter.AllowAll], a call denied by any consumes
 // none, and a key function returning [ErrNoKey] skips its rule. The key
-// functions provided are [PeerIP] and [RemoteIP] (the client network, with
-// the same handling of trusted proxies and IPv6 prefixes as
-// [httplimit.ClientIP], reading x-forwarded-for or forwarded metadata),
+// functions provided are [PeerIP] and [RemoteIP] (the client network, found
+// by a [clientip.Resolver] as httplimit finds it, reading x-forwarded-for or
+// forwarded metadata),
 // [Metadata] (such as an API key), [User], [Method] (the full method name)
 // and [Static], combined with [Compose], [Or] and [Hashed].
 //
@@ -25,9 +25,9 @@
 // says when the call could pass, and a QuotaFailure naming the rules that
 // denied it. A stream is decided once, when it is opened.
 //
-// Every call a rule applied to gets the rate-limit fields of httplimit as
-// response header metadata, lower-case: ratelimit-policy, ratelimit,
-// x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, and
+// Every call a rule applied to gets the rate-limit fields of package
+// ratelimitfield as response header metadata, lower-case: ratelimit-policy,
+// ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, and
 // retry-after on denials. [Options].Metadata selects them.
 //
 // # Clients

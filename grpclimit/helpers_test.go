@@ -15,23 +15,23 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/internal/ruleset/rulesettest"
+	"github.com/redlimit/redlimit/internal/rulesettest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// backend is a store the tests run against.
-type backend struct {
+// testStore is a store the tests run against.
+type testStore struct {
 	name string
 	lim  redlimit.Limiter
 }
 
-// backends returns a memory store and a Redis store with a prefix of this
+// testStores returns a memory store and a Redis store with a prefix of this
 // test's own, both reading now (or the real clock if now is nil).
-func backends(t *testing.T, now func() time.Time) []backend {
+func testStores(t *testing.T, now func() time.Time) []testStore {
 	t.Helper()
 	s := rulesettest.NewStores(t, "grpclimit", now)
-	return []backend{{"memory", s.Memory}, {"redis", s.Redis}}
+	return []testStore{{"memory", s.Memory}, {"redis", s.Redis}}
 }
 
 // fixedNow returns a clock that stands still at the current second.

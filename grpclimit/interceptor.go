@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -18,11 +16,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
-// Metadata keys of the rate-limit fields: those of httplimit, lower-case.
+// Metadata keys of the rate-limit fields: those of package ratelimitfield,
+// lower-case.
 const (
 	MDRateLimitPolicy     = "ratelimit-policy"
 	MDRateLimit           = "ratelimit"
@@ -40,12 +39,17 @@ const retryDelayResolution = time.Millisecond
 // slog.Default for logs.
 type Options struct {
 	// Metadata selects the rate-limit fields sent as response header
-	// metadata, as httplimit's Options.Headers does for HTTP. The zero value
-	// sends them all.
-	Metadata httplimit.Headers
+	// metadata, as httplimit's Options.Headers does for HTTP. The zero
+	// value, ratelimitfield.All, sends the draft's and the X-RateLimit-*
+	// fields.
+	Metadata ratelimitfield.Style
 	// FailClosed makes a limiter error refuse the call with
 	// codes.Unavailable. Otherwise the call is served without limits and
-	// the error logged: failing open.
+	// the error logged: failing open. A call whose own context ends before
+	// the limiter decides is refused either way, with its context's status
+	// (DeadlineExceeded or Canceled). Put a resilient.Limiter in front of a
+	// store for a decision within the call's deadline when the store is
+	// slow or down.
 	FailClosed bool
 	// Logger receives limiter errors (Error), shadow rules that would deny
 	// (Info), key errors (Warn) and denials (Debug). nil means
@@ -57,10 +61,9 @@ type Options struct {
 // and install its [Interceptor.Unary] and [Interceptor.Stream]. It is safe
 // for concurrent use.
 type Interceptor struct {
-	lim      redlimit.Limiter
-	opts     Options
-	rules    *ruleset.Set[call]
-	policies []string // the ratelimit-policy item of each rule
+	lim   redlimit.Limiter
+	opts  Options
+	rules *ruleset.Set[call]
 }
 
 // New returns an interceptor that decides every call against rules with lim.
@@ -71,18 +74,14 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Interceptor, error
 	if lim == nil {
 		return nil, errors.New("grpclimit: nil limiter")
 	}
-	if opts.Metadata > httplimit.NoHeaders {
+	if !opts.Metadata.Valid() {
 		return nil, errors.New("grpclimit: unknown Metadata value")
 	}
 	rs, err := newRuleSet(rules)
 	if err != nil {
 		return nil, err
 	}
-	in := &Interceptor{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs.Rules))}
-	for i, r := range rs.Rules {
-		in.policies[i] = httplimit.PolicyOf(r.Name, r.Limit).String()
-	}
-	return in, nil
+	return &Interceptor{lim: lim, opts: opts, rules: rs}, nil
 }
 
 // Unary returns a unary server interceptor. A denied call fails with
@@ -135,8 +134,15 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	if len(applied) == 0 {
 		return nil, nil
 	}
-	out, err := in.rules.Decide(ctx, in.lim, in.logger(), applied, []slog.Attr{slog.String("method", method)})
+	v, err := in.rules.Decide(ctx, in.lim, in.logger(), applied, []slog.Attr{slog.String("method", method)})
 	if err != nil {
+		if cerr := ended(ctx); cerr != nil {
+			// The call ended (its deadline passed, or its client went
+			// away) before the limiter decided: not served, unlimited
+			// or otherwise.
+			in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: the call ended before the limiter decided", slog.String("method", method), slog.Any("err", err))
+			return nil, status.FromContextError(cerr).Err()
+		}
 		if in.opts.FailClosed {
 			in.logger().LogAttrs(ctx, slog.LevelError, "grpclimit: limiter failed; refusing the call", slog.String("method", method), slog.Any("err", err))
 			return nil, status.Error(codes.Unavailable, "grpclimit: the rate limiter is unavailable")
@@ -144,61 +150,40 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 		in.logger().LogAttrs(ctx, slog.LevelError, "grpclimit: limiter failed; serving the call unlimited", slog.String("method", method), slog.Any("err", err))
 		return nil, nil
 	}
-	md := in.metadata(&out)
-	if out.Allowed {
+	md := metadata.MD{}
+	in.opts.Metadata.Write(v.Quotas(), func(name, value string) { md.Set(name, value) }) // Set lowers the keys' case
+	if v.Allowed {
 		return md, nil
 	}
-	if out.RetryAfter != redlimit.Never {
-		md = metadata.Join(md, metadata.Pairs(MDRetryAfter, strconv.FormatInt(ruleset.RetryAfterSeconds(out.RetryAfter), 10)))
+	if ra, ok := ratelimitfield.RetryAfterValue(v.RetryAfter); ok {
+		md.Set(MDRetryAfter, ra)
 	}
-	st := denialStatus(&out)
+	st := denialStatus(&v)
 	in.logger().LogAttrs(ctx, slog.LevelDebug, "grpclimit: denied", slog.String("method", method), slog.String("status", st.Message()))
 	return md, st.Err()
 }
 
-// metadata returns the selected rate-limit fields, as httplimit sets them.
-func (in *Interceptor) metadata(out *ruleset.Outcome[call]) metadata.MD {
-	sel := in.opts.Metadata
-	if sel == httplimit.NoHeaders {
-		return nil
+// ended returns the error of ctx if it has ended or reached its deadline (a
+// client library may give up at the deadline a moment before ctx's own
+// timer marks it done), or nil.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	draft := sel == httplimit.AllHeaders || sel == httplimit.DraftHeaders
-	x := sel == httplimit.AllHeaders || sel == httplimit.XHeaders
-	md := metadata.MD{}
-	if draft {
-		policy := make([]string, len(out.Applied))
-		for i, a := range out.Applied {
-			policy[i] = in.policies[a.Index]
-		}
-		md.Set(MDRateLimitPolicy, strings.Join(policy, ", "))
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
 	}
-	t := out.Tightest()
-	if t < 0 {
-		return md
-	}
-	res := out.Results[t]
-	sl := httplimit.ServiceLimitOf(out.Applied[t].Rule.Name, res)
-	if draft {
-		md.Set(MDRateLimit, sl.String())
-	}
-	if x {
-		md.Set(MDXRateLimitLimit, strconv.FormatInt(res.Limit, 10))
-		md.Set(MDXRateLimitRemaining, strconv.FormatInt(sl.Remaining, 10))
-		if sl.Reset >= 0 {
-			md.Set(MDXRateLimitReset, strconv.FormatInt(int64(sl.Reset/time.Second), 10))
-		}
-	}
-	return md
+	return nil
 }
 
 // denialStatus returns the status of a denied call: ResourceExhausted, with a
 // QuotaFailure detail naming every enforced rule that denied and a RetryInfo
 // detail saying when to retry (none when the call can never pass).
-func denialStatus(out *ruleset.Outcome[call]) *status.Status {
+func denialStatus(v *ruleset.Verdict[call]) *status.Status {
 	qf := &errdetails.QuotaFailure{}
-	denied, worst := out.Denied()
+	denied, worst := v.Denied()
 	for _, i := range denied {
-		r := out.Applied[i].Rule
+		r := v.Applied[i].Rule
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     r.Name,
 			Description: fmt.Sprintf("rate limit %q (%s) exceeded", r.Name, r.Limit),
@@ -206,15 +191,15 @@ func denialStatus(out *ruleset.Outcome[call]) *status.Status {
 	}
 	name, limit := "", redlimit.Limit{}
 	if worst >= 0 {
-		name, limit = out.Applied[worst].Rule.Name, out.Applied[worst].Rule.Limit
+		name, limit = v.Applied[worst].Rule.Name, v.Applied[worst].Rule.Limit
 	}
 	var st *status.Status
 	details := []protoadapt.MessageV1{qf}
-	if out.RetryAfter == redlimit.Never {
+	if v.RetryAfter == redlimit.Never {
 		st = status.Newf(codes.ResourceExhausted, "rate limit %q (%s) exceeded: the call costs more than the limit ever allows", name, limit)
 	} else {
-		delay := out.RetryAfter.Truncate(retryDelayResolution)
-		if delay < out.RetryAfter {
+		delay := v.RetryAfter.Truncate(retryDelayResolution)
+		if delay < v.RetryAfter {
 			delay += retryDelayResolution
 		}
 		st = status.Newf(codes.ResourceExhausted, "rate limit %q (%s) exceeded: retry after %s", name, limit, delay)

@@ -19,9 +19,11 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/backoff"
+	"github.com/redlimit/redlimit/clientip"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 const checkMethod = "/grpc.health.v1.Health/Check"
@@ -30,10 +32,10 @@ func TestUnaryDenied(t *testing.T) {
 	t.Parallel()
 	peerLimit := redlimit.PerMinute(2).SlidingLog()
 	methodLimit := redlimit.PerMinute(100)
-	for _, b := range backends(t, fixedNow()) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, fixedNow()) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			in := mustNew(t, b.lim, grpclimit.Options{},
+			in := mustNew(t, st.lim, grpclimit.Options{},
 				grpclimit.Rule{Name: "peer", Limit: peerLimit, Key: grpclimit.RemoteIP},
 				grpclimit.Rule{Name: "method", Limit: methodLimit, Key: grpclimit.Method})
 			client, h := serve(t, in)
@@ -41,8 +43,8 @@ func TestUnaryDenied(t *testing.T) {
 			for i := range 3 {
 				var md metadata.MD
 				_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
-				policies, perr := httplimit.ParseRateLimitPolicy(md.Get("ratelimit-policy"))
-				limits, lerr := httplimit.ParseRateLimit(md.Get("ratelimit"))
+				policies, perr := ratelimitfield.ParseRateLimitPolicy(md.Get("ratelimit-policy"))
+				limits, lerr := ratelimitfield.ParseRateLimit(md.Get("ratelimit"))
 				if perr != nil || lerr != nil || len(policies) != 2 || len(limits) != 1 {
 					t.Fatalf("call %d: metadata %v: %v, %v", i+1, md, perr, lerr)
 				}
@@ -93,7 +95,7 @@ func TestUnaryDenied(t *testing.T) {
 				t.Errorf("handler ran %d times, want 2", checks)
 			}
 			// The denial consumed nothing: the method rule counted 2 calls.
-			if res, _ := b.lim.Peek(ctx, "method:"+checkMethod, methodLimit, 1); res.Remaining != 97 {
+			if res, _ := st.lim.Peek(ctx, "method:"+checkMethod, methodLimit, 1); res.Remaining != 97 {
 				t.Errorf("method rule: %d left after one more, want 97", res.Remaining)
 			}
 		})
@@ -102,10 +104,10 @@ func TestUnaryDenied(t *testing.T) {
 
 func TestStreamLimited(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t, fixedNow()) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, fixedNow()) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			in := mustNew(t, b.lim, grpclimit.Options{},
+			in := mustNew(t, st.lim, grpclimit.Options{},
 				grpclimit.Rule{Name: "streams", Limit: redlimit.PerHour(1), Key: grpclimit.Method})
 			client, h := serve(t, in)
 			ctx, cancel := context.WithCancel(ctxTimeout(t))
@@ -134,7 +136,7 @@ func TestStreamLimited(t *testing.T) {
 				t.Errorf("RetryInfo %v, %v", d, ok)
 			}
 			md, _ = s2.Header()
-			if l, err := httplimit.ParseRateLimit(md.Get("ratelimit")); err != nil || len(l) != 1 || l[0].Remaining != 0 {
+			if l, err := ratelimitfield.ParseRateLimit(md.Get("ratelimit")); err != nil || len(l) != 1 || l[0].Remaining != 0 {
 				t.Errorf("second stream ratelimit %v: %v", md.Get("ratelimit"), err)
 			}
 			// Messages on the admitted stream are not counted.
@@ -151,10 +153,10 @@ func TestStreamLimited(t *testing.T) {
 func TestClientRetry(t *testing.T) {
 	t.Parallel()
 	limit := redlimit.Per(1, 300*time.Millisecond).SlidingLog()
-	for _, b := range backends(t, nil) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, nil) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			in := mustNew(t, b.lim, grpclimit.Options{},
+			in := mustNew(t, st.lim, grpclimit.Options{},
 				grpclimit.Rule{Name: "slow", Limit: limit, Key: grpclimit.Static("all")})
 			client, h := serve(t, in, grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(backoff.Policy{MaxAttempts: 5})))
 			ctx := ctxTimeout(t)
@@ -206,15 +208,15 @@ func TestPeerIPForwarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lim.Close() })
-	trusted, err := grpclimit.PeerIP(httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	trusted, err := grpclimit.PeerIP(clientip.Resolver{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	untrusted, err := grpclimit.PeerIP(httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	untrusted, err := grpclimit.PeerIP(clientip.Resolver{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := grpclimit.PeerIP(httplimit.ClientIP{IPv6PrefixLen: 200}); err == nil {
+	if _, err := grpclimit.PeerIP(clientip.Resolver{IPv6PrefixLen: 200}); err == nil {
 		t.Error("PeerIP with a bad prefix length: no error")
 	}
 	limit := redlimit.PerMinute(10)
@@ -297,11 +299,11 @@ func TestKeysAndErrors(t *testing.T) {
 
 func TestShadow(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends(t, fixedNow()) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, fixedNow()) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			log, buf := newLogger()
-			in := mustNew(t, b.lim, grpclimit.Options{Logger: log},
+			in := mustNew(t, st.lim, grpclimit.Options{Logger: log},
 				grpclimit.Rule{Name: "dry", Limit: redlimit.PerMinute(1), Key: grpclimit.RemoteIP, Shadow: true})
 			client, h := serve(t, in)
 			for i := range 3 {
@@ -309,8 +311,8 @@ func TestShadow(t *testing.T) {
 				if _, err := client.Check(ctxTimeout(t), &healthpb.HealthCheckRequest{}, grpc.Header(&md)); err != nil {
 					t.Fatalf("call %d: %v", i+1, err)
 				}
-				if l, _ := httplimit.ParseRateLimit(md.Get("ratelimit")); len(l) != 1 || l[0].Remaining != 0 {
-					t.Errorf("call %d: ratelimit %v", i+1, md.Get("ratelimit"))
+				if len(md.Get("ratelimit")) != 0 || len(md.Get("ratelimit-policy")) != 0 {
+					t.Errorf("call %d: a shadow rule in the metadata: %v", i+1, md)
 				}
 			}
 			if checks, _ := h.counts(); checks != 3 {

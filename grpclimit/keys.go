@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/clientip"
 	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
@@ -22,11 +22,12 @@ import (
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // PeerIP returns a KeyFunc that keys calls by the network of the client, as
-// c finds it (see [httplimit.ClientIP]): the peer's address, or, when the peer
-// is a trusted proxy, the right-most untrusted address of the c.ProxyHeader
-// metadata ("x-forwarded-for" or "forwarded"). IPv6 clients are grouped by
-// /64 by default. It reports an error if c is not valid.
-func PeerIP(c httplimit.ClientIP) (KeyFunc, error) {
+// c finds it (see [clientip.Resolver], which is httplimit.ClientIP): the
+// peer's address, or, when the peer is a trusted proxy, the right-most
+// untrusted address of the c.ProxyHeader metadata ("x-forwarded-for" or
+// "forwarded"). IPv6 clients are grouped by /64 by default. It reports an
+// error if c is not valid.
+func PeerIP(c clientip.Resolver) (KeyFunc, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -35,15 +36,15 @@ func PeerIP(c httplimit.ClientIP) (KeyFunc, error) {
 }
 
 // RemoteIP keys calls by the network of their peer's address, trusting no
-// forwarding metadata, as PeerIP(httplimit.ClientIP{}) does.
+// forwarding metadata, as PeerIP(clientip.Resolver{}) does.
 func RemoteIP(ctx context.Context, method string) (string, error) {
 	return remoteIP(ctx, method)
 }
 
-var remoteIP = peerIP(httplimit.ClientIP{})
+var remoteIP = peerIP(clientip.Resolver{})
 
 // peerIP returns the KeyFunc of PeerIP for a valid c.
-func peerIP(c httplimit.ClientIP) KeyFunc {
+func peerIP(c clientip.Resolver) KeyFunc {
 	header := strings.ToLower(c.ProxyHeader.String())
 	return func(ctx context.Context, _ string) (string, error) {
 		p, ok := peer.FromContext(ctx)
@@ -55,18 +56,7 @@ func peerIP(c httplimit.ClientIP) KeyFunc {
 			md, _ := metadata.FromIncomingContext(ctx)
 			hops = md.Get(header)
 		}
-		a, err := c.Resolve(p.Addr.String(), hops)
-		if err != nil {
-			return "", err
-		}
-		n, err := c.Network(a)
-		if err != nil {
-			return "", err
-		}
-		if n.IsSingleIP() {
-			return n.Addr().String(), nil
-		}
-		return n.String(), nil
+		return c.KeyOf(p.Addr.String(), hops)
 	}
 }
 
@@ -93,16 +83,16 @@ func Method(_ context.Context, fullMethod string) (string, error) {
 }
 
 // WithUser returns a copy of ctx that carries the authenticated user's id,
-// for [User] to key by; an authentication interceptor calls it. It is
-// [httplimit.WithUser].
+// for [User] to key by; an authentication interceptor calls it. httplimit's
+// WithUser and User share it.
 func WithUser(ctx context.Context, id string) context.Context {
-	return httplimit.WithUser(ctx, id)
+	return ruleset.WithUser(ctx, id)
 }
 
 // User keys calls by the authenticated user that [WithUser] put in the
 // context. A call without one has no key ([ErrNoKey]).
 func User(ctx context.Context, _ string) (string, error) {
-	if id, ok := httplimit.UserFrom(ctx); ok {
+	if id, ok := ruleset.UserFrom(ctx); ok {
 		return id, nil
 	}
 	return "", fmt.Errorf("%w: no authenticated user", ErrNoKey)
@@ -122,7 +112,7 @@ func Compose(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Compose(ofCalls(
 // Or returns a KeyFunc that uses the first of keys that has a key for the
 // call, prefixed by its position ("0:", "1:", ...) so that one kind of key
 // cannot reach the allowance of another. If none has a key, Or has none.
-func Or(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Or(ErrNoKey, ofCalls(keys)...)) }
+func Or(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Or(ofCalls(keys)...)) }
 
 // Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
 // key's, in hex, as [httplimit.Hashed].

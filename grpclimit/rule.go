@@ -4,14 +4,13 @@ import (
 	"errors"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 // ErrNoKey is returned, wrapped, by a [KeyFunc] when its rule does not apply
-// to a call: the rule is skipped for that call. It is [httplimit.ErrNoKey],
-// so either can be returned.
-var ErrNoKey = httplimit.ErrNoKey
+// to a call: the rule is skipped for that call. It is httplimit.ErrNoKey
+// too, so either can be returned.
+var ErrNoKey = ruleset.ErrNoKey
 
 // ErrNoRules reports an interceptor made without rules.
 var ErrNoRules = errors.New("grpclimit: no rules")
@@ -35,9 +34,9 @@ type Rule struct {
 	// Cost is what one call (or one stream) costs, 1..Limit.Max(); 0
 	// means 1.
 	Cost int64
-	// Shadow runs the rule as a dry run: it decides, counts, logs what it
-	// would deny and shows in the metadata, but never denies. Shadow rules
-	// are decided after the enforced ones, only for calls they allow, as in
+	// Shadow runs the rule as a dry run: it decides, counts and logs what
+	// it would deny, but never denies and sends no metadata. It counts the
+	// calls as if it alone were added to the enforced rules, as in
 	// httplimit.
 	Shadow bool
 }
@@ -46,7 +45,6 @@ type Rule struct {
 var kind = &ruleset.Kind{
 	Pkg:            "grpclimit",
 	Unit:           "call",
-	ErrNoKey:       ErrNoKey,
 	ErrNoRules:     ErrNoRules,
 	ErrInvalidRule: ErrInvalidRule,
 }

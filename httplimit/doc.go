@@ -36,14 +36,15 @@
 //
 // # Client IP
 //
-// [ClientIP] takes the client's address from the connection (RemoteAddr)
-// only, unless the connection comes from a trusted proxy network
-// (TrustedProxies). Then it reads X-Forwarded-For, or Forwarded (RFC 7239)
-// if so configured, from right to left, and takes the right-most address
-// that is not a trusted proxy: a client can put anything in the header, but
-// not to the right of what the proxies appended. IPv6 clients are grouped
-// by /64 and IPv4 ones stand alone by default, so that one host cannot
-// rotate through its addresses; IPv4-mapped IPv6 addresses count as IPv4.
+// [ClientIP] (package clientip's Resolver, which grpclimit shares) takes the
+// client's address from the connection (RemoteAddr) only, unless the
+// connection comes from a trusted proxy network (TrustedProxies). Then it
+// reads X-Forwarded-For, or Forwarded (RFC 7239) if so configured, from
+// right to left, and takes the right-most address that is not a trusted
+// proxy: a client can put anything in the header, but not to the right of
+// what the proxies appended. IPv6 clients are grouped by /64 and IPv4 ones
+// stand alone by default, so that one host cannot rotate through its
+// addresses.
 //
 // # Several limits
 //
@@ -53,8 +54,8 @@
 //
 // # Responses
 //
-// Every response to a request that a rule applied to carries rate-limit
-// header fields, selected by [Options].Headers:
+// Every response to a request that an enforced rule applied to carries
+// rate-limit header fields, selected by [Options].Headers:
 //
 //   - RateLimit-Policy and RateLimit, in the syntax of
 //     draft-ietf-httpapi-ratelimit-headers-10: RateLimit-Policy lists each
@@ -64,12 +65,12 @@
 //   - X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset, for
 //     that same rule.
 //
-// The rule closest to running out is the one [redlimit.Decision.Tightest]
-// picks. Times are whole seconds, rounded up: t and X-RateLimit-Reset are
-// how long until the rule is back to its full allowance, or, on a denial,
-// until the request could pass. See [PolicyOf] and [ServiceLimitOf] for the
-// details, and [ParseRateLimit] and [ParseRateLimitPolicy] to read the
-// fields back.
+// The rule closest to running out is the one [redlimit.Tightest] picks.
+// Times are whole seconds, rounded up: t and X-RateLimit-Reset are how long
+// until the rule is back to its full allowance, or, on a denial, until the
+// request could pass. Package [github.com/redlimit/redlimit/ratelimitfield]
+// formats the fields (for grpclimit and the rate limit service too) and
+// parses them back.
 //
 // A denied request gets 429 (Too Many Requests), Retry-After in whole
 // seconds rounded up, and an RFC 9457 application/problem+json body of type
@@ -81,11 +82,12 @@
 // # Shadow mode
 //
 // A rule with Shadow set is a dry run: it is decided and counted, a request
-// it would deny is logged, and it takes part in the header fields, but it
-// never denies. Shadow rules are decided after the enforced ones, and only
-// for requests those allow, so they never make enforced rules consume or
-// refuse anything; each shadow rule counts the requests served as if it
-// alone were added to the enforced rules.
+// it would deny is logged, but it never denies and has no header field.
+// Each shadow rule counts the requests as if it alone were added to the
+// enforced rules: it consumes for the requests that they and it allow, so
+// what it logs is what enforcing it would refuse. Shadow rules never make
+// the enforced rules consume or refuse anything. The rate limit service's
+// shadow mode means the same.
 //
 // # Failures
 //

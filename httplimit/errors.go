@@ -3,12 +3,15 @@ package httplimit
 import (
 	"errors"
 	"fmt"
+
+	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
 var (
 	// ErrNoKey is returned, wrapped, by a [KeyFunc] when its rule does not
-	// apply to a request: the rule is skipped for that request.
-	ErrNoKey = errors.New("httplimit: no key for the request")
+	// apply to a request: the rule is skipped for that request. It is
+	// grpclimit.ErrNoKey too.
+	ErrNoKey = ruleset.ErrNoKey
 	// ErrNoRules reports a middleware made without rules.
 	ErrNoRules = errors.New("httplimit: no rules")
 	// ErrInvalidRule reports a rule that cannot be used: a bad name, a

@@ -1,235 +1,74 @@
 package httplimit
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-	"time"
-
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/ruleset"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
+
+// The rate-limit fields are package ratelimitfield's, shared with grpclimit,
+// the rate limit service and backoff; these names are theirs.
 
 // Names of the header fields the middleware sets.
 const (
-	// HeaderRateLimitPolicy lists the quota policies that apply to a
-	// request (draft-ietf-httpapi-ratelimit-headers-10, Section 3).
-	HeaderRateLimitPolicy = "RateLimit-Policy"
-	// HeaderRateLimit holds the current service limit of the policy
-	// closest to running out (draft-ietf-httpapi-ratelimit-headers-10,
-	// Section 4).
-	HeaderRateLimit = "RateLimit"
-	// HeaderXRateLimitLimit is the most cost the tightest limit lets pass at once.
-	HeaderXRateLimitLimit = "X-RateLimit-Limit"
-	// HeaderXRateLimitRemaining is how much of it is left.
-	HeaderXRateLimitRemaining = "X-RateLimit-Remaining"
-	// HeaderXRateLimitReset is the number of seconds until it resets.
-	HeaderXRateLimitReset = "X-RateLimit-Reset"
-	// HeaderRetryAfter is set on denials, in whole seconds (RFC 9110, Section 10.2.3).
-	HeaderRetryAfter = "Retry-After"
+	HeaderRateLimitPolicy     = ratelimitfield.HeaderRateLimitPolicy
+	HeaderRateLimit           = ratelimitfield.HeaderRateLimit
+	HeaderXRateLimitLimit     = ratelimitfield.HeaderXRateLimitLimit
+	HeaderXRateLimitRemaining = ratelimitfield.HeaderXRateLimitRemaining
+	HeaderXRateLimitReset     = ratelimitfield.HeaderXRateLimitReset
+	HeaderRetryAfter          = ratelimitfield.HeaderRetryAfter
 )
 
-// Headers selects the rate-limit header fields set on every response. The
-// zero value, AllHeaders, sets both families. Retry-After is set on every
-// denial whatever the selection.
-type Headers uint8
+// Headers selects the rate-limit header fields set on every response: it is
+// [ratelimitfield.Style], whose zero value, AllHeaders, sets both the
+// draft's fields and the X-RateLimit-* fields. Retry-After is set on every
+// denial that can be retried whatever the selection.
+type Headers = ratelimitfield.Style
 
+// The selections of [Headers]; ratelimitfield.Envoy is a fifth.
 const (
 	// AllHeaders sets the draft fields and the X-RateLimit-* fields.
-	AllHeaders Headers = iota
+	AllHeaders = ratelimitfield.All
 	// DraftHeaders sets RateLimit-Policy and RateLimit only.
-	DraftHeaders
+	DraftHeaders = ratelimitfield.Draft
 	// XHeaders sets X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset only.
-	XHeaders
+	XHeaders = ratelimitfield.X
 	// NoHeaders sets none.
-	NoHeaders
+	NoHeaders = ratelimitfield.None
 )
 
-// draft reports whether h includes RateLimit-Policy and RateLimit.
-func (h Headers) draft() bool { return h == AllHeaders || h == DraftHeaders }
+// QuotaPolicy is one item of a RateLimit-Policy field.
+//
+// Deprecated: use [ratelimitfield.QuotaPolicy], which it is.
+type QuotaPolicy = ratelimitfield.QuotaPolicy
 
-// x reports whether h includes the X-RateLimit-* fields.
-func (h Headers) x() bool { return h == AllHeaders || h == XHeaders }
+// ServiceLimit is one item of a RateLimit field.
+//
+// Deprecated: use [ratelimitfield.ServiceLimit], which it is.
+type ServiceLimit = ratelimitfield.ServiceLimit
 
-// valid reports whether h is one of the four selections.
-func (h Headers) valid() bool { return h <= NoHeaders }
+// PolicyOf returns the quota policy that describes limit l under the given name.
+//
+// Deprecated: use [ratelimitfield.PolicyOf].
+func PolicyOf(name string, l redlimit.Limit) QuotaPolicy { return ratelimitfield.PolicyOf(name, l) }
 
-// QuotaPolicy is one item of a RateLimit-Policy field, such as
-// "peruser";q=100;w=60.
-type QuotaPolicy struct {
-	// Name identifies the policy; the RateLimit field refers to it.
-	Name string
-	// Quota is the "q" parameter: the quota units the policy allocates.
-	Quota int64
-	// Window is the "w" parameter, whole seconds; 0 when the item has none.
-	Window time.Duration
-}
-
-// PolicyOf returns the quota policy that describes limit l under the given
-// name: Quota is l.Count and Window is l.Period. The draft allows whole
-// seconds only, so a Period that is not a whole number of seconds has no
-// Window. For a token bucket the policy gives the rate (Count per Period),
-// and the burst shows in the RateLimit field's remaining quota, which may
-// then exceed Quota.
-func PolicyOf(name string, l redlimit.Limit) QuotaPolicy {
-	p := QuotaPolicy{Name: name, Quota: l.Count}
-	if l.Period >= time.Second && l.Period%time.Second == 0 {
-		p.Window = l.Period
-	}
-	return p
-}
-
-// String formats p as a structured-field list member: the name as a String,
-// then q and, if set, w.
-func (p QuotaPolicy) String() string {
-	s := quoteString(p.Name) + ";q=" + strconv.FormatInt(p.Quota, 10)
-	if p.Window > 0 {
-		s += ";w=" + strconv.FormatInt(ruleset.CeilSeconds(p.Window), 10)
-	}
-	return s
-}
-
-// ServiceLimit is one item of a RateLimit field, such as
-// "peruser";r=42;t=17.
-type ServiceLimit struct {
-	// Name identifies the quota policy the limit belongs to.
-	Name string
-	// Remaining is the "r" parameter: the quota units left.
-	Remaining int64
-	// Reset is the "t" parameter, whole seconds until more quota is
-	// available; negative when the item has none.
-	Reset time.Duration
-}
-
-// ServiceLimitOf returns the service limit that describes res under the
-// given name. Remaining is res.Remaining. Reset is, for an allowed result,
-// res.ResetAfter (when the whole allowance is back), and for a denial
-// res.RetryAfter (when the request could pass, the same as Retry-After),
-// both rounded up to whole seconds; a denial that can never pass
-// ([redlimit.Never]) has no Reset.
+// ServiceLimitOf returns the service limit that describes res under the given name.
+//
+// Deprecated: use [ratelimitfield.ServiceLimitOf].
 func ServiceLimitOf(name string, res redlimit.Result) ServiceLimit {
-	return ServiceLimit{Name: name, Remaining: max(0, res.Remaining), Reset: resetOf(res)}
+	return ratelimitfield.ServiceLimitOf(name, res)
 }
 
-// resetOf returns the reset time of res as ServiceLimitOf defines it, rounded
-// up to whole seconds; -1 for none.
-func resetOf(res redlimit.Result) time.Duration {
-	if res.Allowed {
-		return time.Duration(ruleset.CeilSeconds(res.ResetAfter)) * time.Second
-	}
-	if res.RetryAfter == redlimit.Never {
-		return -1
-	}
-	return time.Duration(ruleset.RetryAfterSeconds(res.RetryAfter)) * time.Second
-}
-
-// String formats l as a structured-field list member: the name as a String,
-// then r and, if set, t.
-func (l ServiceLimit) String() string {
-	s := quoteString(l.Name) + ";r=" + strconv.FormatInt(l.Remaining, 10)
-	if l.Reset >= 0 {
-		s += ";t=" + strconv.FormatInt(ruleset.CeilSeconds(l.Reset), 10)
-	}
-	return s
-}
-
-// ParseRateLimitPolicy parses the lines of a RateLimit-Policy field, as
-// [http.Header.Values] returns them. An error means the field is malformed
-// and, as the draft says, must be ignored.
+// ParseRateLimitPolicy parses the lines of a RateLimit-Policy field.
+//
+// Deprecated: use [ratelimitfield.ParseRateLimitPolicy].
 func ParseRateLimitPolicy(lines []string) ([]QuotaPolicy, error) {
-	items, err := parseList(lines)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]QuotaPolicy, 0, len(items))
-	for i, it := range items {
-		name, err := itemName(it)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: RateLimit-Policy item %d: %w", i, err)
-		}
-		p := QuotaPolicy{Name: name}
-		if p.Quota, err = intParam(it, "q", true, 0); err != nil {
-			return nil, fmt.Errorf("httplimit: RateLimit-Policy %q: %w", name, err)
-		}
-		w, err := intParam(it, "w", false, 1)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: RateLimit-Policy %q: %w", name, err)
-		}
-		p.Window = time.Duration(max(w, 0)) * time.Second
-		out = append(out, p)
-	}
-	return out, nil
+	return ratelimitfield.ParseRateLimitPolicy(lines)
 }
 
-// ParseRateLimit parses the lines of a RateLimit field, as
-// [http.Header.Values] returns them. An error means the field is malformed
-// and, as the draft says, must be ignored.
+// ParseRateLimit parses the lines of a RateLimit field.
+//
+// Deprecated: use [ratelimitfield.ParseRateLimit].
 func ParseRateLimit(lines []string) ([]ServiceLimit, error) {
-	items, err := parseList(lines)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]ServiceLimit, 0, len(items))
-	for i, it := range items {
-		name, err := itemName(it)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: RateLimit item %d: %w", i, err)
-		}
-		l := ServiceLimit{Name: name}
-		if l.Remaining, err = intParam(it, "r", true, 0); err != nil {
-			return nil, fmt.Errorf("httplimit: RateLimit %q: %w", name, err)
-		}
-		t, err := intParam(it, "t", false, 0)
-		if err != nil {
-			return nil, fmt.Errorf("httplimit: RateLimit %q: %w", name, err)
-		}
-		l.Reset = time.Duration(t) * time.Second
-		if t < 0 {
-			l.Reset = -1
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-// itemName returns the policy name of an item: a String as draft 10 says, or
-// a Token as earlier and later drafts allow.
-func itemName(it sfItem) (string, error) {
-	switch v := it.value.(type) {
-	case string:
-		return v, nil
-	case sfToken:
-		return string(v), nil
-	}
-	return "", fmt.Errorf("%w: the policy name is a %T, want a string", errSyntax, it.value)
-}
-
-// intParam returns the Integer parameter key of it, at least lowest; -1 when
-// it is absent and not required.
-func intParam(it sfItem, key string, required bool, lowest int64) (int64, error) {
-	v, ok := it.param(key)
-	if !ok {
-		if required {
-			return 0, fmt.Errorf("%w: no %q parameter", errSyntax, key)
-		}
-		return -1, nil
-	}
-	n, ok := v.(int64)
-	if !ok || n < lowest {
-		return 0, fmt.Errorf("%w: %q is %v, want an integer of at least %d", errSyntax, key, v, lowest)
-	}
-	return n, nil
-}
-
-// joinItems joins formatted list members with ", ".
-func joinItems[T fmt.Stringer](items []T) string {
-	var b strings.Builder
-	for i, it := range items {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(it.String())
-	}
-	return b.String()
+	return ratelimitfield.ParseRateLimit(lines)
 }

@@ -17,14 +17,14 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/internal/ruleset/rulesettest"
+	"github.com/redlimit/redlimit/internal/rulesettest"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
 
-// backend is a store the tests run against.
-type backend struct {
+// testStore is a store the tests run against.
+type testStore struct {
 	name   string
 	lim    *peeker
 	redis  *redistest.Server // nil for the memory store
@@ -36,13 +36,13 @@ type peeker struct {
 	redlimit.Limiter
 }
 
-// backends returns a memory store and a Redis store (on the shared server,
+// testStores returns a memory store and a Redis store (on the shared server,
 // with a key prefix of this test's own), both reading now, or the real clock
 // if now is nil. They are closed when t ends.
-func backends(t *testing.T, now func() time.Time) []backend {
+func testStores(t *testing.T, now func() time.Time) []testStore {
 	t.Helper()
 	s := rulesettest.NewStores(t, "httplimit", now)
-	return []backend{
+	return []testStore{
 		{name: "memory", lim: &peeker{s.Memory}},
 		{name: "redis", lim: &peeker{s.Redis}, redis: s.Server, prefix: s.Prefix},
 	}
@@ -54,10 +54,10 @@ var fixedNow = rulesettest.FixedNow
 // newLogger returns a logger of every level and its output.
 var newLogger = rulesettest.NewLogger
 
-// redisKeys lists the keys of b's prefix holding part.
-func (b backend) redisKeys(t *testing.T, part string) []string {
+// redisKeys lists the keys of st's prefix holding part.
+func (st testStore) redisKeys(t *testing.T, part string) []string {
 	t.Helper()
-	out, err := b.redis.Do("KEYS", b.prefix+"*")
+	out, err := st.redis.Do("KEYS", st.prefix+"*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +139,9 @@ func (p *peeker) peek(t *testing.T, key string, l redlimit.Limit) redlimit.Resul
 	return res
 }
 
-// backendsAt returns a Redis store on the server at addr, with a prefix of
+// redisStoreAt returns a Redis store on the server at addr, with a prefix of
 // its own.
-func backendsAt(t *testing.T, addr string) *redisstore.Store {
+func redisStoreAt(t *testing.T, addr string) *redisstore.Store {
 	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	if err != nil {

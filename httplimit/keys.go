@@ -29,23 +29,16 @@ func Header(name string) KeyFunc {
 	}
 }
 
-type userKey struct{}
-
 // WithUser returns a copy of ctx that carries the authenticated user's id,
-// for [User] to key by. Authentication middleware calls it before the rate
-// limiter runs:
+// for [User] to key by (and grpclimit.User: the two share it).
+// Authentication middleware calls it before the rate limiter runs:
 //
 //	next.ServeHTTP(w, r.WithContext(httplimit.WithUser(r.Context(), id)))
-func WithUser(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, userKey{}, id)
-}
+func WithUser(ctx context.Context, id string) context.Context { return ruleset.WithUser(ctx, id) }
 
 // UserFrom returns the user id that [WithUser] put in ctx, and whether there
 // is a non-empty one.
-func UserFrom(ctx context.Context) (string, bool) {
-	id, _ := ctx.Value(userKey{}).(string)
-	return id, id != ""
-}
+func UserFrom(ctx context.Context) (string, bool) { return ruleset.UserFrom(ctx) }
 
 // User keys requests by the authenticated user that [WithUser] put in the
 // request's context. A request without one has no key ([ErrNoKey]).
@@ -104,7 +97,7 @@ func Compose(keys ...KeyFunc) KeyFunc { return ruleset.Compose(keys...) }
 // to reach the allowance of another (an API key spelling someone's IP).
 // Errors other than [ErrNoKey] are returned at once. If none has a key, Or
 // has none.
-func Or(keys ...KeyFunc) KeyFunc { return ruleset.Or(ErrNoKey, keys...) }
+func Or(keys ...KeyFunc) KeyFunc { return ruleset.Or(keys...) }
 
 // Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
 // key's, in hex: fixed in size, and neither the store nor the logs see the

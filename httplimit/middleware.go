@@ -4,12 +4,10 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 // Options configures a [Middleware]. The zero value is the default: both
@@ -46,10 +44,9 @@ type Options struct {
 // Middleware rate limits the requests of the handlers it wraps. Make one
 // with [New]; it is safe for concurrent use.
 type Middleware struct {
-	lim      redlimit.Limiter
-	opts     Options
-	rules    *ruleset.Set[*http.Request]
-	policies []string // the RateLimit-Policy item of each rule
+	lim   redlimit.Limiter
+	opts  Options
+	rules *ruleset.Set[*http.Request]
 }
 
 // New returns a middleware that decides every request against rules with
@@ -60,18 +57,14 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error)
 	if lim == nil {
 		return nil, errors.New("httplimit: nil limiter")
 	}
-	if !opts.Headers.valid() {
+	if !opts.Headers.Valid() {
 		return nil, errors.New("httplimit: unknown Headers value")
 	}
 	rs, err := newRuleSet(rules)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{lim: lim, opts: opts, rules: rs, policies: make([]string, len(rs.Rules))}
-	for i, r := range rs.Rules {
-		m.policies[i] = PolicyOf(r.Name, r.Limit).String()
-	}
-	return m, nil
+	return &Middleware{lim: lim, opts: opts, rules: rs}, nil
 }
 
 // Handle returns next wrapped by the middleware. Requests that every enforced
@@ -102,7 +95,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
-	out, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
+	v, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
 	if err != nil {
 		if m.opts.FailClosed {
 			m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; refusing the request", requestAttrs(r, slog.Any("err", err))...)
@@ -115,14 +108,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 
 	h := w.Header()
-	m.setHeaders(h, &out)
-	if out.Allowed {
+	m.opts.Headers.Write(v.Quotas(), h.Set)
+	if v.Allowed {
 		next.ServeHTTP(w, r)
 		return
 	}
-	d := denial(&out)
-	if d.RetryAfter != redlimit.Never {
-		h.Set(HeaderRetryAfter, strconv.FormatInt(ruleset.RetryAfterSeconds(d.RetryAfter), 10))
+	d := denial(&v)
+	if ra, ok := ratelimitfield.RetryAfterValue(d.RetryAfter); ok {
+		h.Set(HeaderRetryAfter, ra)
 	}
 	m.logger().LogAttrs(ctx, slog.LevelDebug, "httplimit: denied", requestAttrs(r,
 		slog.String("rule", d.Rule), slog.Duration("retry_after", d.RetryAfter))...)
@@ -141,49 +134,16 @@ func (m *Middleware) onError(w http.ResponseWriter, r *http.Request, err error) 
 	WriteError(w, r, err)
 }
 
-// setHeaders sets the selected rate-limit fields: RateLimit-Policy lists
-// every rule that applied; RateLimit and X-RateLimit-* describe the one
-// closest to running out.
-func (m *Middleware) setHeaders(h http.Header, out *ruleset.Outcome[*http.Request]) {
-	sel := m.opts.Headers
-	if sel == NoHeaders {
-		return
-	}
-	t := out.Tightest()
-	if sel.draft() {
-		policy := make([]string, len(out.Applied))
-		for i, a := range out.Applied {
-			policy[i] = m.policies[a.Index]
-		}
-		h.Set(HeaderRateLimitPolicy, strings.Join(policy, ", "))
-	}
-	if t < 0 {
-		return
-	}
-	res := out.Results[t]
-	sl := ServiceLimitOf(out.Applied[t].Rule.Name, res)
-	if sel.draft() {
-		h.Set(HeaderRateLimit, sl.String())
-	}
-	if sel.x() {
-		h.Set(HeaderXRateLimitLimit, strconv.FormatInt(res.Limit, 10))
-		h.Set(HeaderXRateLimitRemaining, strconv.FormatInt(sl.Remaining, 10))
-		if sl.Reset >= 0 {
-			h.Set(HeaderXRateLimitReset, strconv.FormatInt(int64(sl.Reset/time.Second), 10))
-		}
-	}
-}
-
-// denial describes the enforced denial in out.
-func denial(out *ruleset.Outcome[*http.Request]) Denial {
-	d := Denial{RetryAfter: out.RetryAfter}
-	denied, worst := out.Denied()
+// denial describes the enforced denial in v.
+func denial(v *ruleset.Verdict[*http.Request]) Denial {
+	d := Denial{RetryAfter: v.RetryAfter}
+	denied, worst := v.Denied()
 	for _, i := range denied {
-		d.Violated = append(d.Violated, out.Applied[i].Rule.Name)
+		d.Violated = append(d.Violated, v.Applied[i].Rule.Name)
 	}
 	if worst >= 0 {
-		w := out.Applied[worst].Rule
-		d.Rule, d.Limit, d.Result = w.Name, w.Limit, out.Results[worst]
+		w := v.Applied[worst].Rule
+		d.Rule, d.Limit, d.Result = w.Name, w.Limit, v.Results[worst]
 	}
 	return d
 }

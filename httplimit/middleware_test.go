@@ -14,13 +14,13 @@ import (
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memory"
-	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 // rateLimitHeaders is what a response's rate-limit fields say, parsed.
 type rateLimitHeaders struct {
-	policies []httplimit.QuotaPolicy
-	limits   []httplimit.ServiceLimit
+	policies []ratelimitfield.QuotaPolicy
+	limits   []ratelimitfield.ServiceLimit
 	xLimit   int64
 	xRemain  int64
 	xReset   int64
@@ -30,10 +30,10 @@ func parseHeaders(t *testing.T, h http.Header) rateLimitHeaders {
 	t.Helper()
 	var out rateLimitHeaders
 	var err error
-	if out.policies, err = httplimit.ParseRateLimitPolicy(h.Values(httplimit.HeaderRateLimitPolicy)); err != nil {
+	if out.policies, err = ratelimitfield.ParseRateLimitPolicy(h.Values(httplimit.HeaderRateLimitPolicy)); err != nil {
 		t.Fatalf("RateLimit-Policy %q: %v", h.Values(httplimit.HeaderRateLimitPolicy), err)
 	}
-	if out.limits, err = httplimit.ParseRateLimit(h.Values(httplimit.HeaderRateLimit)); err != nil {
+	if out.limits, err = ratelimitfield.ParseRateLimit(h.Values(httplimit.HeaderRateLimit)); err != nil {
 		t.Fatalf("RateLimit %q: %v", h.Values(httplimit.HeaderRateLimit), err)
 	}
 	for name, p := range map[string]*int64{
@@ -55,10 +55,10 @@ func TestHeadersParseBack(t *testing.T) {
 	ipLimit := redlimit.PerMinute(20).SlidingLog()
 	userLimit := redlimit.Per(4, time.Hour).FixedWindow()
 	clock := fixedNow()
-	for _, b := range backends(t, clock) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, clock) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			m := mustNew(t, b.lim, httplimit.Options{},
+			m := mustNew(t, st.lim, httplimit.Options{},
 				httplimit.Rule{Name: "ip", Limit: ipLimit, Key: httplimit.RemoteIP},
 				httplimit.Rule{Name: "user", Limit: userLimit, Key: httplimit.Header("X-User")})
 			srv := serve(t, m.Handle(okHandler()))
@@ -73,8 +73,8 @@ func TestHeadersParseBack(t *testing.T) {
 				resp, body := get(t, srv.URL, hdr...)
 				h := parseHeaders(t, resp.Header)
 
-				ip := b.lim.peek(t, "ip:127.0.0.1", ipLimit)
-				user := b.lim.peek(t, "user:u1", userLimit)
+				ip := st.lim.peek(t, "ip:127.0.0.1", ipLimit)
+				user := st.lim.peek(t, "user:u1", userLimit)
 				// What remains now is one more than Peek leaves after one more
 				// request, if that one more would pass.
 				now := func(r redlimit.Result) int64 {
@@ -83,9 +83,9 @@ func TestHeadersParseBack(t *testing.T) {
 					}
 					return 0
 				}
-				wantPolicies := []httplimit.QuotaPolicy{{Name: "ip", Quota: 20, Window: time.Minute}}
+				wantPolicies := []ratelimitfield.QuotaPolicy{{Name: "ip", Quota: 20, Window: time.Minute}}
 				if hdr != nil {
-					wantPolicies = append(wantPolicies, httplimit.QuotaPolicy{Name: "user", Quota: 4, Window: time.Hour})
+					wantPolicies = append(wantPolicies, ratelimitfield.QuotaPolicy{Name: "user", Quota: 4, Window: time.Hour})
 				}
 				if fmt.Sprint(h.policies) != fmt.Sprint(wantPolicies) {
 					t.Errorf("request %d: RateLimit-Policy %+v, want %+v", i+1, h.policies, wantPolicies)
@@ -181,10 +181,10 @@ func TestMultiLimitDenialConsumesNothing(t *testing.T) {
 	ipLimit := redlimit.PerMinute(10).SlidingLog()
 	userLimit := redlimit.PerMinute(2).FixedWindow()
 	routeLimit := redlimit.PerMinute(100).TokenBucket(50)
-	for _, b := range backends(t, fixedNow()) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, fixedNow()) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			m := mustNew(t, b.lim, httplimit.Options{},
+			m := mustNew(t, st.lim, httplimit.Options{},
 				httplimit.Rule{Name: "ip", Limit: ipLimit, Key: httplimit.RemoteIP},
 				httplimit.Rule{Name: "user", Limit: userLimit, Key: httplimit.Header("X-User")},
 				httplimit.Rule{Name: "route", Limit: routeLimit, Key: httplimit.Route})
@@ -204,31 +204,33 @@ func TestMultiLimitDenialConsumesNothing(t *testing.T) {
 					{"route:GET /items/{id}", routeLimit, routeLeft},
 				} {
 					// Peek leaves one less than what is left now.
-					if got := b.lim.peek(t, c.key, c.limit).Remaining + 1; got != c.want && !(c.want == 0 && got == 1) {
+					if got := st.lim.peek(t, c.key, c.limit).Remaining + 1; got != c.want && !(c.want == 0 && got == 1) {
 						t.Errorf("%s: %s has %d left, want %d", when, c.key, got, c.want)
 					}
 				}
-				if b.redis == nil {
+				if st.redis == nil {
 					return
 				}
-				// And in Redis itself: the sliding log holds one member per
-				// admitted request, the fixed window counts them.
-				keys := b.redisKeys(t, "{ip:127.0.0.1}:sl:")
+				// And in Redis itself: the sliding log's members name the
+				// units admitted through them (the first is its base, "b"),
+				// the fixed window's hash counts them.
+				keys := st.redisKeys(t, "{ip:127.0.0.1}:sl:")
 				if len(keys) != 1 {
 					t.Fatalf("%s: ip keys %q", when, keys)
 				}
-				out, err := b.redis.Do("ZCARD", keys[0])
+				out, err := st.redis.Do("EVAL", `local m = redis.call('ZRANGE', KEYS[1], 0, -1)
+return tonumber(m[#m]) - (tonumber(m[1]) or 0)`, "1", keys[0])
 				if err != nil {
 					t.Fatal(err)
 				}
 				if want := fmt.Sprint(10 - ipLeft); out != want {
-					t.Errorf("%s: ZCARD %s = %s, want %s", when, keys[0], out, want)
+					t.Errorf("%s: sliding log %s holds %s, want %s", when, keys[0], out, want)
 				}
-				keys = b.redisKeys(t, "{user:u1}:fw:")
+				keys = st.redisKeys(t, "{user:u1}:fw:")
 				if len(keys) != 1 {
 					t.Fatalf("%s: user keys %q", when, keys)
 				}
-				if out, err = b.redis.Do("GET", keys[0]); err != nil {
+				if out, err = st.redis.Do("HVALS", keys[0]); err != nil {
 					t.Fatal(err)
 				}
 				if want := fmt.Sprint(2 - u1Left); out != want {
@@ -260,18 +262,18 @@ func TestMultiLimitDenialConsumesNothing(t *testing.T) {
 	}
 }
 
-// TestShadowNeverBlocks checks that shadow rules count, log and show in the
-// headers, but never deny; and that they do not disturb enforced rules.
+// TestShadowNeverBlocks checks that shadow rules count and log, but never
+// deny nor show in the headers; and that they do not disturb enforced rules.
 func TestShadowNeverBlocks(t *testing.T) {
 	t.Parallel()
 	enforced := redlimit.PerMinute(100)
 	small := redlimit.PerMinute(2).SlidingLog()
 	big := redlimit.PerMinute(50)
-	for _, b := range backends(t, fixedNow()) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, st := range testStores(t, fixedNow()) {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			log, buf := newLogger()
-			m := mustNew(t, b.lim, httplimit.Options{Logger: log},
+			m := mustNew(t, st.lim, httplimit.Options{Logger: log},
 				httplimit.Rule{Name: "enforced", Limit: enforced, Key: httplimit.RemoteIP},
 				httplimit.Rule{Name: "small", Limit: small, Key: httplimit.RemoteIP, Shadow: true},
 				httplimit.Rule{Name: "big", Limit: big, Key: httplimit.RemoteIP, Shadow: true})
@@ -282,25 +284,24 @@ func TestShadowNeverBlocks(t *testing.T) {
 					t.Fatalf("request %d: status %d, want 200", i+1, resp.StatusCode)
 				}
 				h := parseHeaders(t, resp.Header)
-				want := "small"
-				if len(h.limits) != 1 || h.limits[0].Name != want || h.limits[0].Remaining != max(0, int64(1-i)) {
-					t.Errorf("request %d: RateLimit %+v, want %s with %d left", i+1, h.limits, want, max(0, 1-i))
+				if len(h.limits) != 1 || h.limits[0].Name != "enforced" || h.limits[0].Remaining != int64(99-i) {
+					t.Errorf("request %d: RateLimit %+v, want enforced with %d left", i+1, h.limits, 99-i)
 				}
-				if len(h.policies) != 3 {
-					t.Errorf("request %d: RateLimit-Policy %+v, want 3 items", i+1, h.policies)
+				if len(h.policies) != 1 || h.policies[0].Name != "enforced" {
+					t.Errorf("request %d: RateLimit-Policy %+v, want the enforced rule's alone", i+1, h.policies)
 				}
 				if i >= 2 && resp.Header.Get("Retry-After") != "" {
 					t.Errorf("request %d: Retry-After on a served request", i+1)
 				}
 			}
-			// The small shadow rule denied 3 requests, which kept the big one
-			// from counting in their joint decision: it still counted all 5.
+			// The small shadow rule denied 3 requests: the big one counted
+			// all 5, as if it alone were added to the enforced rule.
 			for _, c := range []struct {
 				key   string
 				limit redlimit.Limit
 				want  int64
 			}{{"enforced:127.0.0.1", enforced, 95}, {"small:127.0.0.1", small, 0}, {"big:127.0.0.1", big, 45}} {
-				if got := b.lim.peek(t, c.key, c.limit); got.Remaining+1 != c.want && !(c.want == 0 && !got.Allowed) {
+				if got := st.lim.peek(t, c.key, c.limit); got.Remaining+1 != c.want && !(c.want == 0 && !got.Allowed) {
 					t.Errorf("%s: %+v, want %d left", c.key, got, c.want)
 				}
 			}
@@ -448,7 +449,7 @@ func TestLimiterFailure(t *testing.T) {
 	}
 	closed.Close()
 	srv := redistest.Start(t)
-	rs := newRedisStore(t, srv.Addr())
+	rs := redisStoreAt(t, srv.Addr())
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -483,12 +484,6 @@ func TestLimiterFailure(t *testing.T) {
 			})
 		}
 	}
-}
-
-func newRedisStore(t *testing.T, addr string) *redisstore.Store {
-	t.Helper()
-	b := backendsAt(t, addr)
-	return b
 }
 
 // neverLimiter denies everything with RetryAfter Never, as a store does for

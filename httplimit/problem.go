@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/ruleset"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 // ProblemTypeQuotaExceeded is the problem type of a denial, registered by
@@ -67,7 +67,7 @@ func WriteDenial(w http.ResponseWriter, r *http.Request, d Denial) {
 	if d.RetryAfter == redlimit.Never {
 		p.Detail = fmt.Sprintf("Rate limit %q (%s) exceeded: the request costs more than the limit ever allows.", d.Rule, d.Limit)
 	} else {
-		p.RetryAfterSeconds = ruleset.RetryAfterSeconds(d.RetryAfter)
+		p.RetryAfterSeconds = ratelimitfield.RetryAfterSeconds(d.RetryAfter)
 		unit := "seconds"
 		if p.RetryAfterSeconds == 1 {
 			unit = "second"

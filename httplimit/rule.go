@@ -23,14 +23,11 @@ type Rule struct {
 	Key KeyFunc
 	// Cost is what one request costs, 1..Limit.Max(); 0 means 1.
 	Cost int64
-	// Shadow runs the rule as a dry run: it decides, counts, logs what it
-	// would deny and shows in the headers, but never denies.
-	//
-	// Enforced rules are decided together, in one [redlimit.Limiter.AllowAll]
-	// call, and shadow rules after them, only for requests the enforced rules
-	// allow: each shadow rule counts the requests actually served as if it
-	// alone were added to the enforced ones, and never makes the enforced
-	// rules consume or refuse anything.
+	// Shadow runs the rule as a dry run: it decides, counts and logs what
+	// it would deny, but never denies and sets no header field. It counts
+	// the requests as if it alone were added to the enforced rules (see the
+	// package documentation), and never makes them consume or refuse
+	// anything.
 	Shadow bool
 }
 
@@ -38,7 +35,6 @@ type Rule struct {
 var kind = &ruleset.Kind{
 	Pkg:            "httplimit",
 	Unit:           "request",
-	ErrNoKey:       ErrNoKey,
 	ErrNoRules:     ErrNoRules,
 	ErrInvalidRule: ErrInvalidRule,
 }

@@ -1,16 +1,19 @@
 package memory
 
 import (
-	"math"
+	"math/bits"
 	"time"
 
 	"github.com/redlimit/redlimit"
 )
 
 // The arithmetic here is the specification the Redis scripts in
-// redisstore/lua follow step for step: times in integer microseconds, the
-// sliding window's weighting in float64 with the same order of operations
-// as the Lua code, so both stores give identical answers.
+// redisstore/lua follow step for step, so both stores give identical
+// answers. It is exact integer arithmetic, in microseconds: every quantity
+// stays below 2^53 for the bounds in limit.go and times up to 2^52 µs (the
+// year 2112), so a Lua number (a float64) holds it exactly too; the one
+// product that can pass 2^53, the sliding window's weighting, goes
+// through mulDiv here and an exact routine in Lua.
 
 // params is a validated limit in microseconds.
 type params struct {
@@ -50,17 +53,38 @@ type entry struct {
 	p    params
 	next *entry
 
-	// fixed_window: a = window index, b = count.
-	// sliding_window: a = window index, b = its count, c = the previous window's count.
-	// token_bucket: a = theoretical arrival time (µs).
-	a, b, c int64
-	log     ring  // sliding_log
-	expires int64 // µs instant from which the entry holds no state
+	// The state of the entry's algorithm; the others' stay zero.
+	windows windowState // fixed_window, sliding_window
+	bucket  bucketState // token_bucket
+	log     ring        // sliding_log
+	expires int64       // µs instant from which the entry holds no state
 }
 
-// pending is what a check decided to write, applied by commit.
+// windowState is the state of a fixed or sliding window: its counts by
+// window, as in the Redis scripts' hash (redisstore/lua/windows.lua). One
+// type serves both algorithms, so that an entry holds three words for
+// either; a fixed window leaves prev at 0.
+type windowState struct {
+	index int64 // the key's latest window: a time in µs / the period, rounded down
+	count int64 // its count
+	prev  int64 // sliding_window: the count of the window before it
+}
+
+// bucketState is the state of a token bucket (GCRA).
+type bucketState struct {
+	tat int64       // theoretical arrival time, µs
+	rec *refundable // nil until an Admit counted a request in the bucket
+}
+
+// pending is what an allowed check writes to its entry, applied by commit:
+// when the new state expires and, for a window algorithm, its windows. A
+// token bucket's new TAT is its expiry (the bucket is full again then), and
+// a sliding log's new entry is one period before its expiry, so neither
+// needs a field: at four words, pending is returned in registers
+// (BenchmarkAllowN).
 type pending struct {
-	a, b, c, expires int64
+	windows windowState // fixed_window, sliding_window
+	expires int64
 }
 
 func us(d int64) time.Duration { return time.Duration(d) * time.Microsecond }
@@ -74,9 +98,14 @@ func floorDiv(a, b int64) int64 {
 }
 
 // check decides a request of cost n at now (µs) against e, which may be nil
-// (no state). It writes the result to r and returns, when allowed, what
-// commit must write. (The result goes through a pointer: returned by value
-// through two calls, it cost a store-forwarding stall on every decision.)
+// (no state). It writes the result to r, a pointer so that the result is
+// not copied through two calls (BenchmarkAllowN), and returns, when
+// allowed, what commit must write.
+//
+// A state expires at e.expires; before that, a request at an instant
+// earlier than the key's state (a clock that went back) is decided by the
+// rules in the package documentation, which never admit more than the
+// limit and which the Redis scripts follow too.
 func check(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	if e != nil && now >= e.expires {
 		e = nil
@@ -99,26 +128,115 @@ func commit(e *entry, p *params, now, n int64, w pending) {
 		if now >= e.expires {
 			e.log.clear()
 		}
-		e.log.trim(now - p.window)
-		e.log.add(now, n, p.count)
+		// The new entry's time is never before the newest; what is at or
+		// before it less the window has expired for good.
+		at := w.expires - p.window
+		e.log.trim(at - p.window)
+		e.log.add(at, n)
 	}
-	e.a, e.b, e.c, e.expires = w.a, w.b, w.c, w.expires
+	if p.alg == redlimit.TokenBucket {
+		e.bucket.tat = w.expires
+		if r := e.bucket.rec; r != nil {
+			r.last = max(r.last, now)
+		}
+	}
+	e.windows, e.expires = w.windows, w.expires
+}
+
+// maxPeriodMicros is MaxPeriod in µs: how far beyond its burst a token
+// bucket's debt may reach.
+const maxPeriodMicros = int64(redlimit.MaxPeriod / time.Microsecond)
+
+// maxTAT is the latest arrival time a debit sets, in µs after the epoch
+// (the year 2255): the largest a Lua number holds exactly.
+const maxTAT = 1 << 53
+
+// charge returns what commit must write to count a debit of cost n at now
+// against e (nil: no state), and the units it counts: all of n, or what
+// fits within the saturation bound ([redlimit.MaxCost]) judged by p: a
+// window's count, or a sliding log's units of the period, at most count +
+// MaxCost. A token bucket's arrival time goes at most tau + MaxPeriod
+// ahead of now, and never back; it reports n when it moves, and 0 when it
+// is at the bound already. Nothing is to be written when it counts 0.
+// charge is for a debit that does not fit: one that fits is counted as an
+// admission is (its check's pending), and the bound is then far off.
+func charge(e *entry, p *params, now, n int64) (pending, int64) {
+	if e != nil && now >= e.expires {
+		e = nil
+	}
+	room := func(c int64) int64 { return min(n, max(0, p.count+redlimit.MaxCost-c)) }
+	switch p.alg {
+	case redlimit.FixedWindow:
+		w, end, c := fixedWindow(e, p, now)
+		a := room(c)
+		return pending{windows: windowState{index: w, count: c + a}, expires: end}, a
+	case redlimit.SlidingWindow:
+		w, cur, prev := slidingWindows(e, p, now)
+		a := room(cur)
+		return pending{windows: windowState{index: w, count: cur + a, prev: prev}, expires: w*p.window + 2*p.window}, a
+	case redlimit.SlidingLog:
+		t := now
+		var lg *ring
+		if e != nil && e.log.n > 0 {
+			lg = &e.log
+			t = max(t, lg.newest())
+		}
+		_, c := lg.live(t - p.window)
+		return pending{expires: t + p.window}, room(c)
+	default:
+		var d int64
+		if e != nil && e.bucket.tat > now {
+			d = e.bucket.tat - now
+		}
+		// bound - d is positive below: d is less than bound, which is below
+		// 2^53; n*ei is compared without being made. The arrival time stays
+		// at most 2^53 µs after the epoch, which a Lua number holds exactly.
+		bound := min(p.tau+maxPeriodMicros, maxTAT-now)
+		switch {
+		case d >= bound:
+			return pending{}, 0 // a clock that went back: never lowered
+		case n <= (bound-d)/p.ei:
+			d += n * p.ei
+		default:
+			d = bound
+		}
+		return pending{expires: now + d}, n
+	}
+}
+
+// fixedWindow returns the window a request at now is counted in, when it
+// ends, and its count. A live state is the key's latest window: the window
+// of now, or a later one if the clock went back, which counts the request.
+func fixedWindow(e *entry, p *params, now int64) (w, end, c int64) {
+	if e != nil {
+		return e.windows.index, e.expires, e.windows.count
+	}
+	w = floorDiv(now, p.window)
+	return w, (w + 1) * p.window, 0
+}
+
+// slidingWindows returns the window a request at now is counted in, its
+// count and the count of the window before it: the key's latest window,
+// the window of now or a later one if the clock went back, entered at its
+// start.
+func slidingWindows(e *entry, p *params, now int64) (w, cur, prev int64) {
+	w = floorDiv(now, p.window)
+	if e != nil {
+		switch {
+		case e.windows.index >= w:
+			return e.windows.index, e.windows.count, e.windows.prev
+		case e.windows.index == w-1:
+			prev = e.windows.count
+		}
+	}
+	return w, 0, prev
 }
 
 func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
-	var w, end, c int64
-	if e != nil && now < e.expires && now >= e.expires-p.window {
-		w, end, c = e.a, e.expires, e.b // still the entry's window: no division
-	} else {
-		w = floorDiv(now, p.window)
-		end = (w + 1) * p.window
-		if e != nil && e.a == w {
-			c = e.b
-		}
-	}
+	w, end, c := fixedWindow(e, p, now)
 	*r = redlimit.Result{Limit: p.count}
 	if c+n > p.count {
-		r.Remaining = p.count - c
+		r.Remaining = max(0, p.count-c) // c exceeds count after the count shrank
 		r.RetryAfter = us(end - now)
 		if n > p.count {
 			r.RetryAfter = redlimit.Never
@@ -131,103 +249,128 @@ func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	r.Allowed = true
 	r.Remaining = p.count - c - n
 	r.ResetAfter = us(end - now)
-	return pending{a: w, b: c + n, expires: end}
+	return pending{windows: windowState{index: w, count: c + n}, expires: end}
 }
 
 func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
+	L, W := p.count, p.window
+	// The request is decided, and stamped, at t: now, or the newest
+	// entry's time if the clock went back before it.
+	t := now
 	var lg *ring
-	if e != nil {
+	if e != nil && e.log.n > 0 {
 		lg = &e.log
+		t = max(t, lg.newest())
 	}
-	since := now - p.window // entries at or before since have expired
-	c := lg.countAfter(since)
-	*r = redlimit.Result{Limit: p.count}
-	if c+n > p.count {
-		r.Remaining = p.count - c
-		if n > p.count {
+	first, c := lg.live(t - W)
+	*r = redlimit.Result{Limit: L}
+	if c+n > L {
+		r.Remaining = max(0, L-c) // c exceeds count after the count shrank
+		if n > L {
 			r.RetryAfter = redlimit.Never
 		} else {
-			// The (c+n-count)-th oldest live entry must expire first.
-			r.RetryAfter = us(lg.nthAfter(since, c+n-p.count) + p.window - now)
+			// The (c+n-L)-th oldest live unit must expire first.
+			r.RetryAfter = us(lg.unitAt(first, c+n-L) + W - now)
 		}
 		if c > 0 {
-			r.ResetAfter = us(lg.newest() + p.window - now)
+			r.ResetAfter = us(lg.newest() + W - now)
 		}
 		return pending{}
 	}
-	newest := now
-	if c > 0 && lg.newest() > now {
-		newest = lg.newest()
-	}
 	r.Allowed = true
-	r.Remaining = p.count - c - n
-	r.ResetAfter = us(newest + p.window - now)
-	return pending{expires: newest + p.window}
+	r.Remaining = L - c - n
+	r.ResetAfter = us(t + W - now)
+	return pending{expires: t + W}
 }
 
 func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	W := p.window
-	w := floorDiv(now, W)
-	elapsed := now - w*W
-	var cur, prev int64
-	if e != nil {
-		switch e.a {
-		case w:
-			cur, prev = e.b, e.c
-		case w - 1:
-			prev = e.b
-		}
-	}
+	w, cur, prev := slidingWindows(e, p, now)
+	start := w * W
+	elapsed := max(now, start) - start
 	L := p.count
-	est := float64(float64(prev)*float64(W-elapsed)/float64(W)) + float64(cur)
-	room := float64(L) - est
+	// The estimate of the last period is cur plus prev weighted by the part
+	// of the previous window the period still covers, rounded up to a
+	// whole request: a request fits while cur + weighted + n <= L, which
+	// is the same as L - (prev*(W-elapsed)/W + cur) >= n in exact
+	// arithmetic. prev*(W-elapsed) can pass 2^63; mulDiv is exact.
+	weighted, rest := mulDiv(prev, W-elapsed, W)
+	if rest > 0 {
+		weighted++
+	}
+	room := L - cur - weighted // may be negative after the count shrank
 	*r = redlimit.Result{Limit: L}
-	if room < float64(n) {
-		r.Remaining = max(0, int64(math.Floor(room)))
+	if room < n {
+		r.Remaining = max(0, room)
 		switch {
 		case n > L:
 			r.RetryAfter = redlimit.Never
 		case cur+n <= L:
-			// The previous window's weight must fall until the cost fits.
-			at := float64(W) - float64(float64(L-cur-n)*float64(W)/float64(prev))
-			r.RetryAfter = us(int64(math.Ceil(at - float64(elapsed))))
+			// The previous window's weight must fall to L-cur-n: at the
+			// elapsed time W - floor((L-cur-n)*W/prev). prev > 0 here.
+			q, _ := mulDiv(L-cur-n, W, prev)
+			r.RetryAfter = us(start + W - q - now)
 		default:
-			// Only in the next window, as this one's count fades.
-			at := float64(W) - float64(float64(L-n)*float64(W)/float64(cur))
-			r.RetryAfter = us(W - elapsed + int64(math.Ceil(at)))
+			// Only in the next window, as this one's count fades to L-n.
+			// cur > L-n >= 0 here.
+			q, _ := mulDiv(L-n, W, cur)
+			r.RetryAfter = us(start + 2*W - q - now)
 		}
 		switch {
 		case cur > 0:
-			r.ResetAfter = us(2*W - elapsed)
+			r.ResetAfter = us(start + 2*W - now)
 		case prev > 0:
-			r.ResetAfter = us(W - elapsed)
+			r.ResetAfter = us(start + W - now)
 		}
 		return pending{}
 	}
 	r.Allowed = true
-	r.Remaining = max(0, int64(math.Floor(room-float64(n))))
-	r.ResetAfter = us(2*W - elapsed)
-	return pending{a: w, b: cur + n, c: prev, expires: (w + 2) * W}
+	r.Remaining = room - n
+	r.ResetAfter = us(start + 2*W - now)
+	return pending{windows: windowState{index: w, count: cur + n, prev: prev}, expires: start + 2*W}
+}
+
+// mulDiv returns floor(a*b/c) and the remainder, for a, b >= 0 and c > 0
+// whose quotient fits 64 bits; the product need not.
+func mulDiv(a, b, c int64) (q, rest int64) {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	uq, ur := bits.Div64(hi, lo, uint64(c))
+	return int64(uq), int64(ur)
 }
 
 func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
-	tat := now
-	if e != nil && e.a > now {
-		tat = e.a
+	// d is how far the theoretical arrival time is ahead of now (0 for a
+	// full bucket): at most a tolerance (2^52 µs), or, after the clock went
+	// back (the TAT never does), up to 2^53 µs less now. Everything below
+	// is relative to now, and no sum passes 2^53, which a Lua number no
+	// longer holds exactly: not tat + n*ei, nor d + n*ei before it is known
+	// to be within tau.
+	var d int64
+	if e != nil && e.bucket.tat > now {
+		d = e.bucket.tat - now
 	}
-	next := tat + n*p.ei
 	*r = redlimit.Result{Limit: p.burst}
-	if next-now > p.tau {
-		r.Remaining = (p.tau - (tat - now)) / p.ei
-		r.RetryAfter = us(next - now - p.tau)
-		if n > p.burst {
-			r.RetryAfter = redlimit.Never
-		}
-		r.ResetAfter = us(tat - now)
+	if n > p.burst {
+		// It can never pass, and n*ei could overflow.
+		r.Remaining = max(0, (p.tau-d)/p.ei)
+		r.RetryAfter = redlimit.Never
+		r.ResetAfter = us(d)
 		return pending{}
 	}
+	// over is due - tau, due being d + n*ei: d - tau is below 2^53 - now,
+	// and n*ei at most tau.
+	over := d - p.tau + n*p.ei
+	if over > 0 {
+		// d exceeds tau only after the burst or rate shrank, or the clock
+		// went back: then nothing remains.
+		r.Remaining = max(0, (p.tau-d)/p.ei)
+		r.RetryAfter = us(over)
+		r.ResetAfter = us(d)
+		return pending{}
+	}
+	due := d + n*p.ei // at most tau
 	r.Allowed = true
-	r.Remaining = (p.tau - (next - now)) / p.ei
-	r.ResetAfter = us(next - now)
-	return pending{a: next, expires: next}
+	r.Remaining = (p.tau - due) / p.ei
+	r.ResetAfter = us(due)
+	return pending{expires: now + due}
 }

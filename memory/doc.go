@@ -24,24 +24,43 @@
 // # Memory and eviction
 //
 // The store holds one state per key, algorithm and period. A key with one
-// state takes about 280 bytes (128 for the state, the rest for its lock and
-// its place in the map) besides the key string, which the store keeps; a
-// [redlimit.SlidingLog] state also keeps the time of every admitted unit of
-// cost over the last period: eight bytes each, up to Count.
+// state takes about 310 bytes besides the key's string, which the store
+// keeps (its slot and map node about 180, the state 130); a
+// [redlimit.SlidingLog] state also keeps, for every instant (µs) at which
+// it admitted requests over the last period, the time and the units
+// admitted before it: 16 bytes each, up to Count, whatever the cost, in a
+// buffer that grows by doubling. Every decision is O(log n) in them.
+// Debits ([redlimit.Request.Debit]) keep a log within Count entries too,
+// however large or many: a debit merges the oldest entry into the next
+// while the later entries hold Count units (they deny anyway while they
+// live, and outlive it), up to twice, which leaves every answer as it was.
+// A debit the store has no room for is refused as a request is, and not
+// counted.
 //
-// A state expires when it no longer holds anything (its window has passed,
-// its log has aged out, its bucket is full again), and an expired state
-// behaves as no state. A background goroutine removes expired states every
+// A state is idle when it no longer holds anything: a [Store.Peek] would
+// answer exactly as if it were absent (its window has passed, its log has
+// aged out, its bucket is full again). Forgetting an idle state changes no
+// answer. A background goroutine removes idle states every
 // [DefaultSweepInterval]; [WithSweepInterval] changes that or turns it off,
 // and [Store.Sweep] does it at once.
 //
-// [WithMaxKeys] bounds the number of states (default [DefaultMaxKeys]). When
-// a new state takes the store beyond it, the store samples eight keys that
-// hold states and removes those states that expired; if none had, it removes
-// the sampled state closest to expiring (and samples again, up to eight
-// times, if that removed nothing). Eviction forgets what a key consumed, so
-// under memory pressure the store errs on the permissive side; [Store.Len]
-// tells how full it is.
+// Two bounds hold the store: [WithMaxKeys] on states (default
+// [DefaultMaxKeys]) and [WithMaxBytes] on their estimated memory, keys and
+// sliding logs' buffers included (default [DefaultMaxBytes]). A decision
+// reserves the room it needs before it commits, so the store never holds
+// more than either bound. When a decision would make a state, or grow a
+// sliding log's buffer, beyond a bound, the store evicts: it samples up to
+// 64 keys at random, eight at a time, and removes their idle states until
+// there is room. A state that is not idle is never evicted, so no flood
+// of new keys gives a key back the allowance it has used. If the sample
+// finds no room, the request is denied (a denial, not an error, so that a
+// resilient limiter does not fail open), with a RetryAfter of when a
+// sampled state becomes idle (at least a millisecond), and counted in
+// [Stats].Refused; keys that have their state are decided as usual. A
+// store that refuses is too small for its traffic, or under a flood of new
+// keys; a sample can also miss idle states when few remain, until the
+// sweeper removes them. [Store.Stats] reports the states, bytes and
+// refusals, for metrics.
 //
 // # Clock
 //

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -15,7 +14,16 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultMaxKeys       = 1 << 20
+	// DefaultMaxKeys is the default bound on states, about a million.
+	DefaultMaxKeys = 1 << 20
+	// DefaultMaxBytes is the default bound on the states' estimated memory,
+	// 1 GiB. A million states of 100-byte keys take about 410 MB, so
+	// DefaultMaxKeys binds first for ordinary keys, and for sliding logs of
+	// up to about 80 timestamps each; this bound binds when keys are long
+	// or logs large (a million 64 KiB keys would take 68 GB). The process's
+	// heap may reach about twice what the store holds (Go's GOGC=100).
+	DefaultMaxBytes = 1 << 30
+	// DefaultSweepInterval is how often the sweeper removes idle states.
 	DefaultSweepInterval = time.Minute
 )
 
@@ -25,8 +33,12 @@ const (
 // when done.
 type Store struct {
 	keys      sync.Map     // string → *slot
-	n         atomic.Int64 // states held
+	sample    sampler      // the slots that hold states, for eviction
+	n         atomic.Int64 // states held or reserved
+	bytes     atomic.Int64 // their estimated size (size.go), held or reserved
+	refused   atomic.Uint64
 	max       int64
+	maxBytes  int64
 	now       func() time.Time // nil: the monotonic clock from base
 	base      time.Time        // with its monotonic reading
 	baseMicro int64            // base in µs since the Unix epoch
@@ -40,11 +52,16 @@ type Store struct {
 var _ redlimit.Limiter = (*Store)(nil)
 
 // slot holds one key's states: a short chain of entries, one per
-// (algorithm, period) the key is limited by.
+// (algorithm, period) the key is limited by. A slot is in the store's map
+// and its sampler while it holds an entry; a slot made for a decision that
+// made no entry is removed when it is unlocked.
 type slot struct {
-	mu   sync.Mutex
-	head *entry
-	dead bool // removed from the map: lockers must look the key up again
+	mu    sync.Mutex
+	head  *entry
+	key   string // the map's key
+	pos   int    // index in the sampler's shard, guarded by the shard's lock
+	shard uint8  // the sampler's shard, fixed at creation
+	dead  bool   // removed from the map: lockers must look the key up again
 }
 
 // find returns the entry for (alg, period), or nil.
@@ -90,11 +107,14 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithMaxKeys bounds how many (key, limit) states the store holds (default
-// [DefaultMaxKeys]); concurrent first requests of new keys may pass it by
-// a few for a moment. A new state beyond the bound first evicts expired
-// states; if none is found among a sample of eight keys, it evicts the
-// sampled state closest to expiring, which forgets what that key had
-// consumed.
+// [DefaultMaxKeys]); it never holds more, even for a moment. A decision
+// that would make a state beyond the bound first evicts idle states (those
+// that no longer hold anything, see the package documentation) from a
+// random sample of keys; if that finds no room, the request is denied, with
+// a RetryAfter of when a sampled state becomes idle, and counted in
+// [Stats].Refused. A state that holds consumption is never evicted: a full
+// store denies new keys rather than forget what a key has consumed. Keys
+// that have their state are decided as usual.
 func WithMaxKeys(n int) Option {
 	return func(s *Store) error {
 		if n < 1 {
@@ -105,9 +125,26 @@ func WithMaxKeys(n int) Option {
 	}
 }
 
-// WithSweepInterval sets how often a background goroutine removes expired
-// states (default [DefaultSweepInterval]); 0 or less turns the sweeper off, and
-// expired states are then only removed when the store is full.
+// WithMaxBytes bounds the estimated memory of the store's states (default
+// [DefaultMaxBytes]): their keys, about 180 bytes a key and 130 a state
+// besides, and the buffers of sliding logs, eight bytes a timestamp. A
+// decision that would go beyond it (a new state, or a sliding log whose
+// buffer must grow) evicts and, failing that, is denied as under
+// [WithMaxKeys]. The process's heap may be about twice the bound: the
+// garbage collector lets garbage reach the live heap's size by default.
+func WithMaxBytes(n int64) Option {
+	return func(s *Store) error {
+		if n < 1 {
+			return fmt.Errorf("memory: WithMaxBytes(%d): must be at least 1", n)
+		}
+		s.maxBytes = n
+		return nil
+	}
+}
+
+// WithSweepInterval sets how often a background goroutine removes idle
+// states (default [DefaultSweepInterval]); 0 or less turns the sweeper off,
+// and idle states are then only removed when eviction samples them.
 func WithSweepInterval(d time.Duration) Option {
 	return func(s *Store) error {
 		s.sweep = d
@@ -116,10 +153,11 @@ func WithSweepInterval(d time.Duration) Option {
 }
 
 // New returns a Store. Without options it reads the clock itself, holds at
-// most [DefaultMaxKeys] states and sweeps expired ones every
-// [DefaultSweepInterval]. It returns an error only for an invalid option.
+// most [DefaultMaxKeys] states and [DefaultMaxBytes] bytes, and sweeps idle
+// states every [DefaultSweepInterval]. It returns an error only for an
+// invalid option.
 func New(opts ...Option) (*Store, error) {
-	s := &Store{base: time.Now(), max: DefaultMaxKeys, sweep: DefaultSweepInterval}
+	s := &Store{base: time.Now(), max: DefaultMaxKeys, maxBytes: DefaultMaxBytes, sweep: DefaultSweepInterval}
 	s.baseMicro = s.base.UnixMicro()
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -147,9 +185,27 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Len returns how many states the store holds, one per key and limit,
-// expired ones included until they are swept.
+// Len returns how many states the store holds, one per key and limit, idle
+// ones included until they are swept or evicted.
 func (s *Store) Len() int { return int(s.n.Load()) }
+
+// Stats is a snapshot of a Store's use of its bounds, for metrics.
+type Stats struct {
+	// States is how many states the store holds, as [Store.Len].
+	States int64
+	// Bytes is their estimated memory, as [WithMaxBytes] counts it.
+	Bytes int64
+	// Refused counts the decisions denied since [New] because the store had
+	// no room for a state they would have made or grown. A store that
+	// refuses is too small for its keys, or under a flood of new keys.
+	Refused uint64
+}
+
+// Stats returns the store's figures now. Decisions in flight may count in
+// States and Bytes already.
+func (s *Store) Stats() Stats {
+	return Stats{States: s.n.Load(), Bytes: s.bytes.Load(), Refused: s.refused.Load()}
+}
 
 // micros returns the time in µs since the Unix epoch. Without WithClock it
 // reads the monotonic clock (cheaper than the wall clock) from the wall time
@@ -168,12 +224,19 @@ func (s *Store) usable(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// lock returns key's slot, locked and live, making it if needed.
+// lock returns key's slot, locked and live, making it if needed. Unlock it
+// with [Store.unlock].
 func (s *Store) lock(key string) *slot {
 	for {
 		v, ok := s.keys.Load(key)
 		if !ok {
-			v, _ = s.keys.LoadOrStore(key, &slot{})
+			// Made locked, so that no one sees it before it is decided on.
+			sl := &slot{key: key, shard: uint8(rand.IntN(sampleShards))}
+			sl.mu.Lock()
+			var loaded bool
+			if v, loaded = s.keys.LoadOrStore(key, sl); !loaded {
+				return sl
+			}
 		}
 		sl := v.(*slot)
 		sl.mu.Lock()
@@ -182,6 +245,17 @@ func (s *Store) lock(key string) *slot {
 		}
 		sl.mu.Unlock()
 	}
+}
+
+// unlock unlocks sl, first removing it from the store if it holds no state
+// (made for a request that was denied), so that a denial leaves nothing
+// behind.
+func (s *Store) unlock(sl *slot) {
+	if sl.head == nil && !sl.dead {
+		sl.dead = true
+		s.keys.CompareAndDelete(sl.key, sl)
+	}
+	sl.mu.Unlock()
 }
 
 // AllowN implements [redlimit.Limiter]. It allocates nothing once a key has
@@ -195,12 +269,13 @@ func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n 
 func (s *Store) allowN(ctx context.Context, key string, limit *redlimit.Limit, n int64, res *redlimit.Result) error {
 	// The common case: a key with a state for this algorithm and period,
 	// whose parameters were made from this count and burst, so the limit
-	// is valid. Anything else, errors included, takes the full path.
+	// is valid, and whose size a commit cannot change. Anything else,
+	// errors included, takes the full path.
 	if key != "" && n >= 1 && n <= redlimit.MaxCost && !s.closed.Load() && ctx.Err() == nil {
 		if v, ok := s.keys.Load(key); ok {
 			sl := v.(*slot)
 			sl.mu.Lock()
-			if e := sl.find(limit.Algorithm, limit.Period); e != nil && e.p.same(limit) {
+			if e := sl.find(limit.Algorithm, limit.Period); e != nil && e.p.same(limit) && !e.grows(&e.p, n) {
 				now := s.micros()
 				if w := check(e, &e.p, now, n, res); res.Allowed {
 					commit(e, &e.p, now, n, w)
@@ -224,42 +299,44 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 		return err
 	}
 	p := newParams(limit)
-	var sl *slot
-	if v, ok := s.keys.Load(key); ok {
-		sl = v.(*slot)
-		sl.mu.Lock()
-		if sl.dead {
-			sl.mu.Unlock()
-			sl = s.lock(key)
-		}
-	} else {
+	if _, ok := s.keys.Load(key); !ok {
 		// A key with no state that cannot pass makes none: a stream of
 		// requests too costly for their limit costs no memory.
 		if check(nil, &p, s.micros(), n, res); !res.Allowed {
 			return nil
 		}
-		sl = s.lock(key)
 	}
-	now := s.micros()
-	e := sl.find(limit.Algorithm, limit.Period)
-	w := check(e, &p, now, n, res)
-	added := false
-	if res.Allowed {
-		if e == nil {
-			e = &entry{next: sl.head}
-			sl.head = e
-			added = true
+	var soonest int64
+	for final := false; ; final = true {
+		sl := s.lock(key)
+		now := s.micros()
+		e := sl.find(limit.Algorithm, limit.Period)
+		w := check(e, &p, now, n, res)
+		if !res.Allowed {
+			if e != nil {
+				e.p = p // the count or burst may have changed
+			}
+			s.unlock(sl)
+			return nil
 		}
-		commit(e, &p, now, n, w)
+		var need room
+		need.addEntry(e, &p, now, n)
+		need.addSlot(sl)
+		if s.reserve(need) {
+			s.settle(need, s.put(sl, e, &p, now, n, w, false))
+			s.unlock(sl)
+			return nil
+		}
+		if final {
+			s.refuse(res, e, now, need, soonest)
+			s.refused.Add(1)
+			s.unlock(sl)
+			return nil
+		}
+		// Eviction tries other keys' locks: only with ours released.
+		s.unlock(sl)
+		soonest = s.evict(now, need)
 	}
-	if e != nil {
-		e.p = p // the count or burst may have changed
-	}
-	sl.mu.Unlock()
-	if added && s.n.Add(1) > s.max {
-		s.evict(now)
-	}
-	return nil
 }
 
 // Allow is AllowN with a cost of 1.
@@ -267,7 +344,8 @@ func (s *Store) Allow(ctx context.Context, key string, limit redlimit.Limit) (re
 	return s.AllowN(ctx, key, limit, 1)
 }
 
-// Peek implements [redlimit.Limiter].
+// Peek implements [redlimit.Limiter]. It does not foresee that a request
+// for a key with no state would be refused by a full store.
 func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("memory: %w", err)
@@ -305,27 +383,22 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	sl := v.(*slot)
 	sl.mu.Lock()
 	if e := sl.find(limit.Algorithm, limit.Period); e != nil {
-		s.drop(key, sl, e)
+		s.drop(sl, e)
 	}
 	sl.mu.Unlock()
 	return nil
 }
 
-// drop removes e from sl, whose lock is held, and sl from the store if it
-// is left empty.
-func (s *Store) drop(key string, sl *slot, e *entry) {
-	sl.remove(e)
-	s.n.Add(-1)
-	if sl.head == nil {
-		sl.dead = true
-		s.keys.CompareAndDelete(key, sl)
-	}
+// AllowAll implements [redlimit.Limiter]: it locks the keys of every request
+// (in key order), checks every limit, and commits the admissions only if
+// all allow, so the decision is atomic. Debits are committed either way.
+func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	return s.allowAll(ctx, reqs, nil)
 }
 
-// AllowAll implements [redlimit.Limiter]: it locks the keys of every request
-// (in key order), checks every limit, and commits only if all allow, so the
-// decision is atomic.
-func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+// allowAll is AllowAll; when an allowed decision commits, it records in
+// wrote, if not nil, what each request wrote (see Admit).
+func (s *Store) allowAll(ctx context.Context, reqs []redlimit.Request, wrote []wrote) (redlimit.Decision, error) {
 	if err := redlimit.ValidateRequests(reqs); err != nil {
 		return redlimit.Decision{}, fmt.Errorf("memory: %w", err)
 	}
@@ -338,157 +411,181 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	slots := make(map[string]*slot, len(keys))
-	for _, k := range keys {
-		slots[k] = s.lock(k)
+	a := all{
+		reqs:  reqs,
+		slots: make(map[string]*slot, len(keys)),
+		ps:    make([]params, len(reqs)),
+		ws:    make([]pending, len(reqs)),
+		units: make([]int64, len(reqs)),
+		d:     redlimit.Decision{Results: make([]redlimit.Result, len(reqs))},
+		wrote: wrote,
 	}
-	defer func() {
-		for _, sl := range slots {
-			sl.mu.Unlock()
+	for i, r := range reqs {
+		a.ps[i] = newParams(r.Limit)
+	}
+	var soonest int64
+	for final := false; ; final = true {
+		for _, k := range keys {
+			a.slots[k] = s.lock(k)
 		}
-	}()
+		need, now, done := s.decideAll(&a, final, soonest)
+		// Eviction tries other keys' locks: only with none of ours held.
+		for _, k := range keys {
+			s.unlock(a.slots[k])
+		}
+		if done {
+			return a.d, nil
+		}
+		soonest = s.evict(now, need)
+	}
+}
 
+// all is the work of an AllowAll.
+type all struct {
+	reqs  []redlimit.Request
+	slots map[string]*slot
+	ps    []params
+	ws    []pending
+	units []int64 // what each request counts; 0: nothing to write
+	d     redlimit.Decision
+	wrote []wrote // nil unless recording for Admit
+}
+
+// entry returns request i's state, or nil.
+func (a *all) entry(i int) *entry {
+	r := &a.reqs[i]
+	return a.slots[r.Key].find(r.Limit.Algorithm, r.Limit.Period)
+}
+
+// decideAll decides a.reqs with the keys' slots locked, and reports whether
+// it did; not if the store has no room for what the decision would make,
+// and final is false: the caller then evicts, with no lock held, and asks
+// again with final set, and a store still full refuses what needs room.
+// soonest is what that eviction returned. It returns the room the decision
+// needs and the time it was made at.
+func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool) {
 	now := s.micros()
-	d := redlimit.Decision{Allowed: true, Results: make([]redlimit.Result, len(reqs))}
-	ps := make([]params, len(reqs))
-	ws := make([]pending, len(reqs))
-	for i, r := range reqs {
-		ps[i] = newParams(r.Limit)
-		ws[i] = check(slots[r.Key].find(r.Limit.Algorithm, r.Limit.Period), &ps[i], now, r.Cost, &d.Results[i])
-		d.Allowed = d.Allowed && d.Results[i].Allowed
-	}
-	if !d.Allowed {
-		return d, nil
-	}
-	added := int64(0)
-	for i, r := range reqs {
-		sl := slots[r.Key]
-		e := sl.find(r.Limit.Algorithm, r.Limit.Period)
-		if e == nil {
-			e = &entry{next: sl.head}
-			sl.head = e
-			added++
-		}
-		commit(e, &ps[i], now, r.Cost, ws[i])
-		e.p = ps[i]
-	}
-	if added > 0 && s.n.Add(added) > s.max {
-		defer s.evict(now) // after the unlocks, deferred above
-	}
-	return d, nil
-}
-
-// evict removes the expired states of a sample of keys, or if there are
-// none, the sampled state closest to expiring. Concurrent evictions tend to
-// sample the same keys and choose the same victim, and a sample may hold
-// only keys being written (locked) or made: an eviction that removed
-// nothing samples again, from a random place, up to eight times in all, while
-// the store is still above its bound.
-func (s *Store) evict(now int64) {
-	for attempt := range 8 {
-		skip := 0
-		if attempt > 0 {
-			skip = rand.IntN(8 * attempt)
-		}
-		if s.evictOnce(now, skip) || s.n.Load() <= s.max {
-			return
+	a.d.Allowed = true
+	var unfit, refused uint64 // bits by request: it did not fit; it was refused
+	for i, r := range a.reqs {
+		a.ws[i] = check(a.entry(i), &a.ps[i], now, r.Cost, &a.d.Results[i])
+		a.d.Allowed = a.d.Allowed && a.d.Results[i].Allowed
+		if !a.d.Results[i].Allowed {
+			unfit |= 1 << i
 		}
 	}
-}
-
-// evictOnce samples eight keys, after skipping skip keys (taken at the end
-// if there are fewer than skip+8), and reports whether it removed a state.
-func (s *Store) evictOnce(now int64, skip int) bool {
-	var victimKey string
-	var victim *slot
-	soonest := int64(math.MaxInt64)
-	removed, seen, skipped := false, 0, 0
-	sample := func(k, v any) bool {
-		sl := v.(*slot)
-		if !sl.mu.TryLock() {
-			return true // busy: not a good victim
+	// An allowed decision counts every request, a denied one its debits: one
+	// that fits as an admission, one that does not up to its bound.
+	for i, r := range a.reqs {
+		switch {
+		case !a.d.Allowed && !r.Debit:
+			a.units[i] = 0
+		case a.d.Results[i].Allowed:
+			a.units[i] = r.Cost
+		default:
+			a.ws[i], a.units[i] = charge(a.entry(i), &a.ps[i], now, r.Cost)
+			cutBucket(a.entry(i), &a.ps[i], now, r.Cost)
 		}
-		if sl.head == nil { // being made, or left by a denial: not a sample
-			sl.mu.Unlock()
-			return true
+	}
+	need := a.room(now)
+	if !s.reserve(need) {
+		if !final {
+			return need, now, false
 		}
-		for e := sl.head; e != nil; e = e.next {
-			if now >= e.expires {
-				s.drop(k.(string), sl, e)
-				removed = true
-			} else if e.expires < soonest {
-				soonest, victimKey, victim = e.expires, k.(string), sl
+		// Each request that needs room is refused, and not counted; the
+		// others answer as their limit alone would, and debits that need
+		// no room are counted.
+		a.d.Allowed = false
+		for i, r := range a.reqs {
+			e := a.entry(i)
+			if a.units[i] > 0 && (e == nil || e.sizeAfter(&a.ps[i], now, a.units[i]) > e.size()) {
+				s.refuse(&a.d.Results[i], e, now, need, soonest)
+				a.units[i] = 0
+				refused |= 1 << i
+			} else if !r.Debit {
+				a.units[i] = 0
 			}
 		}
-		sl.mu.Unlock()
-		seen++
-		return seen < 8
-	}
-	s.keys.Range(func(k, v any) bool {
-		if skipped < skip {
-			skipped++
-			return true
+		s.refused.Add(1)
+		if need = a.room(now); !s.reserve(need) {
+			return need, now, true // it needs none
 		}
-		return sample(k, v)
-	})
-	if seen < 8 && skipped > 0 { // the end came first: wrap around
-		n := 0
-		s.keys.Range(func(k, v any) bool {
-			if n++; n > skipped {
-				return false
-			}
-			return sample(k, v)
-		})
 	}
-	if removed || victim == nil {
-		return removed
+	var grown int64
+	for i, r := range a.reqs {
+		if a.units[i] == 0 {
+			continue
+		}
+		sl := a.slots[r.Key]
+		grown += s.put(sl, a.entry(i), &a.ps[i], now, a.units[i], a.ws[i], r.Debit)
+		if a.wrote != nil {
+			a.wrote[i] = record(a.entry(i), now, a.ws[i].expires, r.Debit)
+		}
 	}
-	dropped := false
-	victim.mu.Lock()
-	if !victim.dead {
-		for e := victim.head; e != nil; e = e.next {
-			if e.expires == soonest {
-				s.drop(victimKey, victim, e)
-				dropped = true
+	s.settle(need, grown)
+	// A debit that did not fit answers for the key as it now is, in debt.
+	for i, r := range a.reqs {
+		if r.Debit && (unfit&^refused)&(1<<i) != 0 {
+			check(a.entry(i), &a.ps[i], now, r.Cost, &a.d.Results[i])
+		}
+	}
+	return need, now, true
+}
+
+// room returns the room a.units need: each state it writes, and the keys
+// it gives their first state.
+func (a *all) room(now int64) room {
+	var need room
+	for i := range a.reqs {
+		if a.units[i] > 0 {
+			need.addEntry(a.entry(i), &a.ps[i], now, a.units[i])
+		}
+	}
+	for k, sl := range a.slots {
+		for i, r := range a.reqs {
+			if a.units[i] > 0 && r.Key == k {
+				need.addSlot(sl)
 				break
 			}
 		}
 	}
-	victim.mu.Unlock()
-	return dropped
+	return need
 }
 
-func (s *Store) sweepEvery(d time.Duration) {
-	defer close(s.done)
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Sweep()
+// put commits a check, or a debit's charge, to e in sl, or to a new entry
+// if e is nil, and returns how many bytes that added to the store. A
+// debit's commit may merge a sliding log's entries (ring.merge).
+func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w pending, debit bool) int64 {
+	var grown int64
+	if e == nil {
+		if sl.head == nil {
+			grown += keySize(sl.key)
+			s.sample.add(sl)
 		}
+		e = &entry{next: sl.head}
+		sl.head = e
+	} else {
+		grown -= e.size()
 	}
+	commit(e, p, now, n, w)
+	if debit && p.alg == redlimit.SlidingLog {
+		e.log.merge(p.count)
+	}
+	e.p = *p
+	return grown + e.size()
 }
 
-// Sweep removes every expired state now. The background sweeper calls it;
-// callers rarely need to.
-func (s *Store) Sweep() {
-	s.keys.Range(func(k, v any) bool {
-		sl := v.(*slot)
-		sl.mu.Lock()
-		now := s.micros()
-		for e := sl.head; e != nil; e = e.next {
-			if now >= e.expires {
-				s.drop(k.(string), sl, e)
-			}
-		}
-		if sl.head == nil && !sl.dead { // a slot made for a request that was not allowed
-			sl.dead = true
-			s.keys.CompareAndDelete(k, sl)
-		}
-		sl.mu.Unlock()
-		return true
-	})
+// drop removes e from sl, whose lock is held, and sl from the store if it
+// is left empty.
+func (s *Store) drop(sl *slot, e *entry) {
+	sl.remove(e)
+	s.n.Add(-1)
+	freed := e.size()
+	if sl.head == nil {
+		freed += keySize(sl.key)
+		sl.dead = true
+		s.keys.CompareAndDelete(sl.key, sl)
+		s.sample.remove(sl)
+	}
+	s.bytes.Add(-freed)
 }

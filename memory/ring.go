@@ -2,16 +2,30 @@ package memory
 
 import "sort"
 
-// ring holds a sliding log's timestamps (µs) in ascending order, in a
-// circular buffer that grows by doubling and is reused, so a busy key
-// allocates nothing once its buffer has grown.
+// ring is a sliding log: one entry per instant at which requests were
+// admitted, whatever their cost, in order of time, in a circular buffer
+// that grows by doubling and is reused, so a busy key allocates nothing
+// once its buffer has grown.
+//
+// Each entry holds its time and the units admitted before it on the key
+// (cum, counted from any origin and wrapping at 2^64), and total counts
+// the units through the newest entry: the units from entry i on are
+// total - cum(i), and the units of entry i are cum(i+1) - cum(i). Every
+// query is a binary search, so a request costs O(log n) whatever its cost,
+// and memory grows with the number of requests, not units.
 type ring struct {
-	buf  []int64
-	head int // index of the oldest entry
-	n    int
+	buf   []logEntry
+	head  int // index of the oldest entry
+	n     int
+	total uint64
 }
 
-func (r *ring) at(i int) int64 { return r.buf[r.pos(i)] }
+type logEntry struct {
+	at  int64  // µs; after the entry ahead of it
+	cum uint64 // units admitted before this entry
+}
+
+func (r *ring) at(i int) *logEntry { return &r.buf[r.pos(i)] }
 
 // pos returns the index in buf of position i (0 <= i < 2*len(buf) - head),
 // without the division of a modulo: at is called at every probe of a
@@ -24,28 +38,46 @@ func (r *ring) pos(i int) int {
 	return j
 }
 
+// cumAfter returns the units admitted through entry i.
+func (r *ring) cumAfter(i int) uint64 {
+	if i == r.n-1 {
+		return r.total
+	}
+	return r.at(i + 1).cum
+}
+
 func (r *ring) clear() { r.head, r.n = 0, 0 }
 
-// firstAfter returns the index of the first entry greater than t.
+// firstAfter returns the index of the first entry later than t.
 func (r *ring) firstAfter(t int64) int {
-	return sort.Search(r.n, func(i int) bool { return r.at(i) > t })
+	return sort.Search(r.n, func(i int) bool { return r.at(i).at > t })
 }
 
-// countAfter returns how many entries are greater than t. A nil ring is empty.
-func (r *ring) countAfter(t int64) int64 {
+// live returns the index of the first entry later than since, and the units
+// of the entries from it on. A nil ring is empty.
+func (r *ring) live(since int64) (first int, units int64) {
 	if r == nil {
-		return 0
+		return 0, 0
 	}
-	return int64(r.n - r.firstAfter(t))
+	first = r.firstAfter(since)
+	if first == r.n {
+		return first, 0
+	}
+	return first, int64(r.total - r.at(first).cum)
 }
 
-// nthAfter returns the k-th (1-based) entry greater than t; there must be one.
-func (r *ring) nthAfter(t int64, k int64) int64 {
-	return r.at(r.firstAfter(t) + int(k) - 1)
+// unitAt returns the time of the k-th (1-based) unit counted from entry
+// first, which must exist.
+func (r *ring) unitAt(first int, k int64) int64 {
+	base := r.at(first).cum
+	i := first + sort.Search(r.n-first, func(j int) bool {
+		return int64(r.cumAfter(first+j)-base) >= k
+	})
+	return r.at(i).at
 }
 
-// newest returns the largest entry; the ring must not be empty.
-func (r *ring) newest() int64 { return r.at(r.n - 1) }
+// newest returns the time of the newest entry; the ring must not be empty.
+func (r *ring) newest() int64 { return r.at(r.n - 1).at }
 
 // trim drops the entries at or before t.
 func (r *ring) trim(t int64) {
@@ -57,41 +89,44 @@ func (r *ring) trim(t int64) {
 	r.n -= k
 }
 
-// add inserts n copies of t, keeping the order. limit caps how far the buffer
-// grows; the caller guarantees the ring never holds more than limit entries.
-func (r *ring) add(t int64, n, limit int64) {
-	need := r.n + int(n)
-	if need > len(r.buf) {
-		r.grow(need, int(limit))
-	}
-	if r.n == 0 || t >= r.newest() {
-		for range n {
-			r.buf[r.pos(r.n)] = t
-			r.n++
-		}
+// add adds n units at time t, which must not be before the newest entry:
+// to the newest entry if it is at t, else in a new one.
+func (r *ring) add(t, n int64) {
+	if r.n > 0 && r.newest() == t {
+		r.total += uint64(n)
 		return
 	}
-	// A time before the newest entry (an explicit clock that went back):
-	// shift the later entries up by n.
-	pos := r.firstAfter(t)
-	for i := r.n - 1; i >= pos; i-- {
-		r.buf[r.pos(i+int(n))] = r.at(i)
+	if r.n == len(r.buf) {
+		r.grow()
 	}
-	for i := range int(n) {
-		r.buf[r.pos(pos+i)] = t
-	}
-	r.n += int(n)
+	*r.at(r.n) = logEntry{at: t, cum: r.total}
+	r.n++
+	r.total += uint64(n)
 }
 
-func (r *ring) grow(need, limit int) {
-	size := max(8, 2*len(r.buf))
-	for size < need {
-		size *= 2
-	}
-	size = max(min(size, limit), need)
-	buf := make([]int64, size)
+func (r *ring) grow() {
+	buf := make([]logEntry, max(4, 2*len(r.buf)))
 	for i := range r.n {
-		buf[i] = r.at(i)
+		buf[i] = *r.at(i)
 	}
 	r.buf, r.head = buf, 0
+}
+
+// merge moves the units of the oldest entry into the next while the entries
+// after the oldest hold at least count units, at most twice: the oldest
+// entry then can never change a decision under count (while the later
+// entries live the key is denied anyway, and its units expire before
+// theirs), so only one entry per debit need be kept beyond the count's
+// worth. Every entry must be live. With a fixed count a log so merged after
+// every debit holds at most count entries (each holds a unit at least);
+// after the count shrank, each debit merges one more entry than it adds.
+func (r *ring) merge(count int64) {
+	for range 2 {
+		if r.n < 2 || int64(r.total-r.at(1).cum) < count {
+			return
+		}
+		r.at(1).cum = r.at(0).cum
+		r.head = r.pos(1)
+		r.n--
+	}
 }

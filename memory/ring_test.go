@@ -2,63 +2,93 @@ package memory
 
 import (
 	"math/rand/v2"
-	"slices"
 	"testing"
 )
 
-// TestRingMatchesASortedSlice runs random adds (times that mostly rise but
-// also go back), trims and queries on a ring and on a plain sorted slice,
-// through many wrap-arounds and growths, and compares every answer.
-func TestRingMatchesASortedSlice(t *testing.T) {
+// TestRingMatchesAUnitList runs random adds (costs from 1 to large, times
+// that rise or stay), trims and queries on a ring and on a plain list of one
+// time per unit, through many wrap-arounds and growths, and compares every
+// answer.
+func TestRingMatchesAUnitList(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 1))
-		limit := int64(1 + rng.IntN(200))
 		var r ring
-		var model []int64
+		// The cumulative count starts anywhere, and wraps at 2^64.
+		r.total = rng.Uint64()
+		var units []int64 // one time per unit, in order
 		now := int64(1000)
 		for step := range 5000 {
 			switch op := rng.IntN(10); {
 			case op < 5: // add
-				now += int64(rng.IntN(5))
-				at := now
-				if rng.IntN(10) == 0 {
-					at -= int64(rng.IntN(50)) // a clock that went back
-				}
+				now += int64(rng.IntN(3))
 				n := int64(1 + rng.IntN(3))
-				if int64(len(model))+n > limit {
-					continue
+				if rng.IntN(20) == 0 {
+					n = int64(1 + rng.IntN(500))
 				}
-				r.add(at, n, limit)
+				r.add(now, n)
 				for range n {
-					i, _ := slices.BinarySearch(model, at+1)
-					model = slices.Insert(model, i, at)
+					units = append(units, now)
 				}
 			case op < 7: // trim
 				cut := now - int64(rng.IntN(100))
 				r.trim(cut)
-				i, _ := slices.BinarySearch(model, cut+1)
-				model = model[i:]
+				i := 0
+				for i < len(units) && units[i] <= cut {
+					i++
+				}
+				units = units[i:]
 			case op == 7 && rng.IntN(50) == 0:
 				r.clear()
-				model = model[:0]
+				units = units[:0]
 			}
 			since := now - int64(rng.IntN(120))
-			i, _ := slices.BinarySearch(model, since+1)
-			if got, want := r.countAfter(since), int64(len(model)-i); got != want {
-				t.Fatalf("seed %d step %d: countAfter(%d) = %d, want %d", seed, step, since, got, want)
+			i := 0
+			for i < len(units) && units[i] <= since {
+				i++
 			}
-			if k := len(model) - i; k > 0 {
+			first, got := r.live(since)
+			if want := int64(len(units) - i); got != want {
+				t.Fatalf("seed %d step %d: live(%d) = %d units, want %d", seed, step, since, got, want)
+			}
+			if k := len(units) - i; k > 0 {
 				j := 1 + rng.IntN(k)
-				if got := r.nthAfter(since, int64(j)); got != model[i+j-1] {
-					t.Fatalf("seed %d step %d: nthAfter(%d, %d) = %d, want %d", seed, step, since, j, got, model[i+j-1])
+				if got := r.unitAt(first, int64(j)); got != units[i+j-1] {
+					t.Fatalf("seed %d step %d: unit %d after %d at %d, want %d", seed, step, j, since, got, units[i+j-1])
 				}
 			}
-			if len(model) > 0 && r.newest() != model[len(model)-1] {
-				t.Fatalf("seed %d step %d: newest %d, want %d", seed, step, r.newest(), model[len(model)-1])
+			if r.n > 0 && r.newest() != units[len(units)-1] {
+				t.Fatalf("seed %d step %d: newest %d, want %d", seed, step, r.newest(), units[len(units)-1])
 			}
-			if int64(len(r.buf)) > limit {
-				t.Fatalf("seed %d step %d: buffer of %d beyond the limit %d", seed, step, len(r.buf), limit)
+			distinct := 0
+			for j := range units {
+				if j == 0 || units[j] != units[j-1] {
+					distinct++
+				}
 			}
+			if r.n > distinct {
+				t.Fatalf("seed %d step %d: %d entries for %d distinct times", seed, step, r.n, distinct)
+			}
+		}
+	}
+}
+
+// TestRingCostsNothingPerUnit: one entry of the largest cost takes one
+// slot, and its units are counted and found by time.
+func TestRingCostsNothingPerUnit(t *testing.T) {
+	var r ring
+	r.add(10, 1)
+	r.add(20, 1<<40)
+	r.add(30, 2)
+	if len(r.buf) > 4 || r.n != 3 {
+		t.Fatalf("%d entries in a buffer of %d", r.n, len(r.buf))
+	}
+	first, units := r.live(10)
+	if first != 1 || units != 1<<40+2 {
+		t.Fatalf("live(10) = %d, %d", first, units)
+	}
+	for k, want := range map[int64]int64{1: 20, 1 << 40: 20, 1<<40 + 1: 30, 1<<40 + 2: 30} {
+		if got := r.unitAt(first, k); got != want {
+			t.Errorf("unit %d at %d, want %d", k, got, want)
 		}
 	}
 }

@@ -20,4 +20,14 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+	// Every single-limit decision through the batch script, as a batch of
+	// one.
+	for _, d := range []deployment{deployments[0], deployments[2]} {
+		t.Run("batch-script/"+d.name, func(t *testing.T) {
+			t.Parallel()
+			redlimittest.Run(t, func(t *testing.T, now func() time.Time) redlimit.Limiter {
+				return d.store(t, redisstore.WithClock(now), redisstore.WithTTLMargin(time.Minute), redisstore.WithPrefix(prefix(t)), redisstore.WithBatchScriptAlways())
+			})
+		})
+	}
 }

@@ -24,14 +24,16 @@
 // Every call is one run of one Lua script, so a decision reads and writes
 // its keys without any other client's commands in between, however many
 // application servers share them. The scripts are kept in .lua files under
-// lua/, embedded with go:embed and joined once at start-up. The decision
-// script (one file per algorithm, and decide.lua, which checks every limit
-// and commits only if all allow) decides several limits at once, resets and
-// refunds; [Script] returns it, to read or to try with redis-cli. Allowing
-// or peeking at one limit runs a smaller script of its algorithm
-// (single.lua followed by single_<algorithm>.lua), straight-line code with
-// fewer Redis calls, which gives the same answers. The arithmetic of both
-// follows the memory store's operation for operation, so the stores agree.
+// lua/, embedded with go:embed and joined once at start-up. Each
+// algorithm's arithmetic is written once, in its file, as functions that
+// both kinds of script call: the decision script (every algorithm, and
+// decide.lua, which checks every limit and commits only if all allow)
+// decides several limits at once, resets and refunds; [Script] returns it,
+// to read or to try with redis-cli. Allowing or peeking at one limit runs a
+// smaller script of its algorithm (its files, single.lua, then
+// single_<algorithm>.lua), straight-line code with fewer Redis calls and
+// no tables, which gives the same answers. The arithmetic follows the
+// memory store's operation for operation, so the stores agree.
 //
 // Scripts are sent by their SHA1 with EVALSHA, and in full with EVAL only
 // when a server answers NOSCRIPT (after a restart, a failover or SCRIPT
@@ -39,30 +41,52 @@
 // integers whose shape is checked; anything else is an error wrapping
 // [redlimit.ErrBadReply], never a panic. Peek writes nothing.
 //
+// # Batching
+//
+// Decisions (AllowN, Peek, AllowAll) bound for one server that arrive
+// while a call to it is in flight go together in the next call, which
+// decides them one after another in arrival order at one instant, with the
+// same answers as calls of their own at that instant; single-limit
+// decisions on one key read and write the key once. A caller that finds
+// nothing in flight is sent at once. See [WithBatching].
+//
+// On Redis Cluster (7 or later) a batch takes the decisions of one node,
+// whatever their slots, in one call sent to that node with the keys in
+// ARGV (the allow-cross-slot-keys script flag); the script reads every
+// key before it writes any, and a node that does not serve one (a slot
+// that moved) refuses the whole batch, which is then decided again slot
+// by slot. The Store keeps which node serves which slot from the client's
+// view or CLUSTER SLOTS, refreshed every few seconds and after such a
+// refusal. See [WithNodeBatches], and pernode.go for why this is safe
+// while slots move and nodes fail over.
+//
 // # Time
 //
 // By default the script reads the Redis server's clock (TIME), so
 // application servers whose clocks disagree still share one timeline.
 // [WithClock] makes the store pass the time to the script instead: for
-// tests, or to decide at a chosen instant. Times are integer microseconds.
-// Key TTLs still run on the server's clock: with a clock that stands still
-// or lags behind it, state can expire before the given time says it should.
+// tests, or to decide at a chosen instant. Times are integer microseconds,
+// from the Unix epoch to 2^52 µs (in 2112), where the scripts' arithmetic
+// is exact. Key TTLs still run on the server's clock: with a clock that
+// stands still or lags behind it, state can expire before the given time
+// says it should, and a clock that goes back finds state only as long as
+// TTLs kept it ([WithTTLMargin]). A request at an instant before what a
+// key has recorded is decided by the rules in the redlimit package
+// documentation, as the memory store does.
 //
 // # Keys
 //
-// The state of a limit lives under
+// The state of a limit lives in one key,
 //
-//	prefix{identifier}:alg:period[:window]
+//	prefix{identifier}:alg:period
 //
 // where prefix is [DefaultPrefix] ("redlimit:") unless [WithPrefix] sets
 // another; identifier is the caller's key; alg is fw, sl, sw or tb (fixed
-// window, sliding log, sliding window, token bucket); period is the limit's
-// Period in microseconds; and the fixed and sliding window algorithms append
-// the window's index, the Unix time in microseconds divided by the period
-// and rounded down. For example, PerSecond(5) for "user:42" at Unix time
-// 1700000000 keeps its count in
+// window, sliding log, sliding window, token bucket); and period is the
+// limit's Period in microseconds. For example, PerSecond(5) for "user:42"
+// keeps its counts in
 //
-//	redlimit:{user:42}:sw:1000000:1700000000
+//	redlimit:{user:42}:sw:1000000
 //
 // The braces make the identifier the key's hash tag: on Redis Cluster every
 // key of one identifier, whatever the limit, is in the same slot. So that an
@@ -71,18 +95,62 @@
 // longer than 128 bytes is replaced by '#' and its hex SHA-256. The prefix
 // may hold no brace.
 //
-// Every key is written with a TTL, in milliseconds rounded up, for as long
-// as it holds anything: a fixed window's counter until its window ends; a
-// sliding window's counter until the end of the next window, while it still
-// weighs as the previous one; a sliding log (a sorted set of request times)
-// until its newest entry is a period old; a token bucket's theoretical
-// arrival time until the bucket is full again. Idle keys vanish on their
-// own, and nothing needs sweeping. [Store.Reset] deletes a limit's keys.
+// What a key holds:
 //
-// A sliding log holds one sorted-set member per admitted unit of cost, up to
-// Count per identifier, and adds a request's cost one member at a time, while
-// Redis runs nothing else; keep [redlimit.SlidingLog] for small counts and
-// costs.
+//   - fixed and sliding window: a hash whose fields are window indexes
+//     (the Unix time in microseconds divided by the period, rounded down)
+//     and whose values are the windows' counts: the key's latest window,
+//     and for the sliding window the one before it;
+//   - sliding log: a sorted set with a member per instant at which
+//     requests were admitted, scored by the time in microseconds and
+//     named by the units admitted on the key through it (modulo 2^53),
+//     after a base member "b" scored -inf: the count of the last period is
+//     the newest member less the one before the first live entry, found
+//     in O(log n) whatever the costs;
+//   - token bucket: the theoretical arrival time, in microseconds; once
+//     [Store.Admit] (the reserve package) has counted a request in it,
+//     "tat given last epoch": the TAT and the record its refunds need
+//     (lua/token_bucket.lua), which every later call keeps until the key
+//     expires or is reset. AllowN, AllowAll and Peek never make a record.
+//     Versions without the record fail their decisions on such a key (a
+//     script error), until it expires: during an upgrade that mixes them
+//     with this one, only buckets that Admit touched meet it, and a
+//     deployment that never calls Admit (the redlimit service does not)
+//     meets it nowhere.
+//
+// Every key is written with a TTL, in milliseconds rounded up, for as long
+// as it holds anything: a fixed window's until its latest window ends; a
+// sliding window's until the end of the window after it, while its count
+// still weighs; a sliding log's until its newest entry is a period old; a
+// token bucket's until the bucket is full again. Idle keys vanish on their
+// own, and nothing needs sweeping. [Store.Reset] deletes a limit's key.
+//
+// No call does unbounded work: a sliding log decision makes a bounded
+// number of O(log n) calls whatever its cost (a denial of a large cost
+// searches for the entry to wait for in O(log n) probes), and trims at
+// most eight expired entries when it admits.
+//
+// # Debits
+//
+// A [redlimit.Request.Debit] runs the decision script (lua/debit.lua), one
+// request alone too: it is counted whether it fits or not, up to the
+// bounds of [redlimit.MaxCost] (a window's count and a log's live units up
+// to Count + MaxCost, a bucket's TAT up to tau + MaxPeriod ahead), and its
+// result describes the key after it. A sliding log stays bounded however
+// large or many the debits: an entry whose later entries hold Count units
+// or more cannot change a decision, and a debit merges up to two of them
+// into their successors (deleting a member moves its units to the next in
+// the cum encoding), so a log holds at most Count live entries.
+//
+// [Store.DebitOnce] counts a debit at most once per idempotency id, so a
+// debit whose call failed with an unknown outcome can be sent again
+// (lua/once.lua): the script that counts it also writes a marker key,
+//
+//	prefix{identifier}:alg:period:once:id
+//
+// in the limit's slot, for twice the limit's period (at least a minute),
+// and a call that finds it counts nothing. The resilient package charges
+// what it counted during an outage this way.
 //
 // # Several limits and Redis Cluster
 //
@@ -93,5 +161,15 @@
 // groups concurrently, and what the allowed groups consumed is refunded if
 // any group denied. No limit admits above its count this way; a request that
 // arrives between the consumption and the refund may be denied because of
-// it. See [Store.AllowAll].
+// it. A refund takes back the request's cost and nothing more, whatever was
+// decided on the key in between, with two exceptions: a token bucket
+// refunded while other refunds of it interleave, if it would have been idle
+// in between, can get back up to the cost too much; and a Reset in between
+// has given the cost back already. Debits are counted in whatever group
+// they are and never refunded. A group that denied makes the request a
+// denial even if another group's node failed or hangs (that group's limits
+// are [redlimit.Undecided]); a refund that cannot be made is retried when it
+// certainly did not run, and otherwise reported to the handler set with
+// [WithRefundErrorHandler], never turned into an admission. See
+// [Store.AllowAll].
 package redisstore

@@ -1,7 +1,123 @@
 package redisstore
 
-import "github.com/redlimit/redlimit"
+import (
+	"context"
+	"strconv"
+
+	"github.com/redlimit/redlimit"
+)
 
 // SingleScript returns the source of the script that allows or peeks at one
 // limit of algorithm a.
 func SingleScript(a redlimit.Algorithm) string { return singleSources[a] }
+
+// LuaFile returns the source of lua/<name>.lua.
+func LuaFile(name string) string { return joinScript(name) }
+
+// RefundGroup gives back what an allowed group of requests consumed, as
+// AllowAll does on Redis Cluster when another group denied.
+func (s *Store) RefundGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result, at int64) error {
+	return s.refund(ctx, reqs, results, at, nil, nil)
+}
+
+// BatchState returns whether a call of the standalone batcher is in flight
+// and how many decisions wait for the next.
+func (s *Store) BatchState() (busy bool, waiting int) {
+	b := s.batches.one
+	if b == nil {
+		return false, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.queue {
+		if p.state == queued {
+			waiting++
+		}
+	}
+	return b.busy, waiting
+}
+
+// WithBatchScriptAlways makes every AllowN and Peek run the batch script,
+// as a batch of one, so that sequential tests check it against the other
+// stores.
+func WithBatchScriptAlways() Option {
+	return func(s *Store) error {
+		s.batchScriptAlways = true
+		return nil
+	}
+}
+
+// DecideBatch decides reqs in one run of the batch script, in the order
+// given, as a batch of concurrent AllowN calls (Peek where peek says) would
+// be decided; on Cluster every key must be in one slot.
+func (s *Store) DecideBatch(ctx context.Context, reqs []redlimit.Request, peek []bool) ([]redlimit.Result, error) {
+	ds := make([][]redlimit.Request, len(reqs))
+	for i := range reqs {
+		ds[i] = reqs[i : i+1]
+	}
+	out, err := s.DecideMixedBatch(ctx, ds, peek, false)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]redlimit.Result, len(reqs))
+	for i := range out {
+		res[i] = out[i][0]
+	}
+	return res, nil
+}
+
+// DecideMixedBatch decides ds in one batch, in the order given: each as
+// AllowAll would (Peek where peek says, for one request), at one instant.
+// With onNode, on Cluster, the batch goes to the node of the first
+// decision's slot, whose view the Store loads first if it has none, with
+// the keys in ARGV, and falls back slot by slot where the node does not
+// serve a key; without, every key must be in one slot.
+func (s *Store) DecideMixedBatch(ctx context.Context, ds [][]redlimit.Request, peek []bool, onNode bool) ([][]redlimit.Result, error) {
+	batch := make([]*pending, len(ds))
+	for i, reqs := range ds {
+		op := opAllow
+		if peek != nil && peek[i] {
+			op = opPeek
+		}
+		batch[i] = s.newPending(ctx, op, reqs)
+	}
+	node := ""
+	if onNode {
+		node = s.batches.nodeOf(ctx, batch[0].slot)
+	}
+	s.sendBatch(ctx, batch, s.scriptTime(), node)
+	out := make([][]redlimit.Result, len(ds))
+	for i, p := range batch {
+		if p.out.err != nil {
+			return nil, p.out.err
+		}
+		if p.reqs == nil {
+			out[i] = []redlimit.Result{p.out.res}
+		} else {
+			out[i] = p.out.results
+		}
+	}
+	return out, nil
+}
+
+// DecisionArgs returns the keys and arguments with which AllowAll (op
+// "allow") runs the decision script, Script(), for reqs at the time at in µs.
+func (s *Store) DecisionArgs(op string, reqs []redlimit.Request, at int64) (keys, args []string) {
+	return s.decisionArgs(op, reqs, strconv.FormatInt(at, 10))
+}
+
+// KeySlot returns the Redis Cluster slot of the Redis key key.
+func KeySlot(key string) int { return keySlot(key) }
+
+// NodeOf returns the address of the node whose batcher takes slot's
+// decisions, loading the Store's view of the Cluster if it has none, or "".
+func (s *Store) NodeOf(ctx context.Context, slot int) string { return s.batches.nodeOf(ctx, slot) }
+
+// NodeFallbacks returns how many batches of a Cluster node the node did
+// not take, and were decided again slot by slot.
+func (s *Store) NodeFallbacks() int64 {
+	if s.batches.nodes == nil {
+		return 0
+	}
+	return s.batches.nodes.fallbacks.Load()
+}

@@ -52,8 +52,17 @@ func TestKeysCarryTTLsAndExpire(t *testing.T) {
 				}
 			}
 			keys := d.keysWithPrefix(t, p)
-			if len(keys) != 12 {
-				t.Fatalf("%d keys written, want 12 (3 identifiers x 4 limits): %q", len(keys), keys)
+			// 3 identifiers x 4 limits; a fixed window's counter expires
+			// when its 1 s window ends, which a loaded machine may reach
+			// between the writes and KEYS.
+			fixed := 0
+			for _, k := range keys {
+				if strings.Contains(k, "}:fw:") {
+					fixed++
+				}
+			}
+			if len(keys)-fixed != 9 || fixed > 3 {
+				t.Fatalf("%d keys written (%d fixed windows), want 9 and up to 3 fixed windows (3 identifiers x 4 limits): %q", len(keys), fixed, keys)
 			}
 			for _, k := range keys {
 				ttl := time.Duration(atoi(t, d.do(t, k, "PTTL", k))) * time.Millisecond

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlimit/redlimit"
 )
 
 // RegistryOptions configures [Store.Register]. The zero value is the default.
@@ -28,6 +30,17 @@ type RegistryOptions struct {
 // Registry keeps this node registered as live in Redis and counts the live
 // nodes, so a local fallback can take this node's share of a limit. It is
 // safe for concurrent use.
+//
+// Each node's entry lasts its own TTL, so nodes with different intervals
+// count each other. When a heartbeat finds this node missing from the
+// registry (Redis restarted empty or failed over to a replica that lost it,
+// the registry was deleted, Redis's clock jumped past the TTL, or this
+// node's heartbeats failed for longer than its TTL), the other nodes may not
+// have beaten again yet: until Redis has answered this node's heartbeats
+// for one TTL from then, the count does not drop below the one held before,
+// so that an outage right after cannot leave this node counting itself
+// alone and taking the whole limit as its share. (This assumes the other
+// nodes beat at least once per this node's TTL.)
 type Registry struct {
 	s     *Store
 	key   string
@@ -36,6 +49,12 @@ type Registry struct {
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
+
+	// Written by the heartbeats, which run one at a time.
+	joined      bool      // a heartbeat has succeeded
+	interrupted bool      // the last heartbeat failed
+	floor       int64     // 0, or the count held when the registry was found lost
+	floorUntil  time.Time // until when the count stays at least floor
 }
 
 // Register adds this node to the live-node registry (one sorted set per key
@@ -70,7 +89,9 @@ func (s *Store) Register(ctx context.Context, opts RegistryOptions) (*Registry, 
 }
 
 // Nodes returns the number of live nodes as last seen, at least 1. While
-// Redis cannot be reached it keeps the last count it saw.
+// Redis cannot be reached it keeps the last count it saw. After the registry
+// was found lost, it is at least the count held before until Redis has
+// answered for one TTL.
 func (r *Registry) Nodes() int { return int(r.nodes.Load()) }
 
 // ID returns this node's id.
@@ -109,14 +130,37 @@ func (r *Registry) loop() {
 
 func (r *Registry) beat(ctx context.Context, op string) error {
 	reply, err := r.s.b.eval(ctx, nodesScript, []string{r.key}, []string{r.opts.ID, strconv.FormatInt(r.opts.TTL.Microseconds(), 10), op})
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("%w: %d values", redlimit.ErrBadReply, len(reply))
+	}
 	if err != nil {
+		r.interrupted = true
 		return fmt.Errorf("redisstore: node registry: %w", err)
 	}
-	if len(reply) != 1 {
-		return fmt.Errorf("redisstore: node registry: %d values", len(reply))
-	}
 	if op == "beat" {
-		r.nodes.Store(max(1, reply[0]))
+		r.count(reply[0], reply[1] == 1, time.Now())
 	}
 	return nil
+}
+
+// count takes n, the live nodes a heartbeat read at now, added telling
+// whether it found this node missing.
+func (r *Registry) count(n int64, added bool, now time.Time) {
+	switch {
+	case added && r.joined:
+		// The registry was lost: the others may not have beaten since.
+		r.floor, r.floorUntil = r.nodes.Load(), now.Add(r.opts.TTL)
+	case r.floor > 0 && r.interrupted:
+		// Redis was away meanwhile: the others get a whole TTL again.
+		r.floorUntil = now.Add(r.opts.TTL)
+	}
+	r.joined, r.interrupted = true, false
+	if r.floor > 0 {
+		if now.Before(r.floorUntil) {
+			n = max(n, r.floor)
+		} else {
+			r.floor = 0
+		}
+	}
+	r.nodes.Store(max(1, n))
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 
 	"github.com/redis/rueidis"
 )
@@ -60,11 +61,12 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 }
 
 // ParseURL turns a connection URL, as [Open] takes it, into rueidis options,
-// for callers who build the client themselves.
+// for callers who build the client themselves. Its errors never hold the
+// password (see [Redacted]).
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
-	u, err := url.Parse(rawURL)
+	u, err := parseURL(rawURL)
 	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("%w: bad URL: %w", ErrConnect, err)
+		return rueidis.ClientOption{}, err
 	}
 	q := u.Query()
 	caFile := q.Get("ca_file")
@@ -96,26 +98,73 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	return copt, nil
 }
 
-// Redacted returns rawURL with any password replaced by "xxxxx", for logs
-// and errors.
-func Redacted(rawURL string) string {
+// passwordHint is the advice of an error about a URL whose password does
+// not fit in it as written.
+const passwordHint = "percent-encode the password's reserved characters (% as %25, / as %2F, # as %23, ? as %3F, @ as %40, : as %3A, space as %20)"
+
+// parseURL parses rawURL and checks that all of its user information is
+// where url.Parse found it, so that no part of a password is taken for the
+// port, the path, the query or the fragment. Its errors wrap ErrConnect
+// and never hold the password: url.Parse's quote the URL whole.
+func parseURL(rawURL string) (*url.URL, error) {
+	where := Redacted(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "(unparsable URL)"
+		// Parse the URL with its password redacted: if that parses, the
+		// password was the problem; otherwise its error is about the rest.
+		if _, rerr := url.Parse(where); rerr != nil {
+			var uerr *url.Error
+			if errors.As(rerr, &uerr) {
+				rerr = uerr.Err
+			}
+			return nil, fmt.Errorf("%w: bad URL %s: %v", ErrConnect, where, rerr)
+		}
+		return nil, fmt.Errorf("%w: bad URL %s: the password does not parse: %s", ErrConnect, where, passwordHint)
 	}
-	return u.Redacted()
+	if u.Opaque != "" || strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") || u.User == nil && strings.Contains(rawURL, "@") {
+		return nil, fmt.Errorf("%w: bad URL %s: an @ outside the user information: write scheme://user:password@host:port, and %s", ErrConnect, where, passwordHint)
+	}
+	return u, nil
+}
+
+// Redacted returns rawURL with any password replaced by "xxxxx", for logs
+// and errors. It works on the text, not on a parsed URL, so that it hides
+// the password of a URL that does not parse, or parses with part of the
+// password taken for the port or the path: before the last "@", everything
+// after the first ":" that follows the scheme's "//" is the password
+// (without "//", everything after the scheme's ":", or all of it). It may
+// hide more than the password of a URL whose query holds an "@"; never less.
+func Redacted(rawURL string) string {
+	at := strings.LastIndexByte(rawURL, '@')
+	if at < 0 {
+		return rawURL
+	}
+	head := rawURL[:at]
+	if i := strings.Index(head, "://"); i >= 0 {
+		c := strings.IndexByte(head[i+3:], ':')
+		if c < 0 {
+			return rawURL // a user name, no password
+		}
+		return head[:i+3+c+1] + "xxxxx" + rawURL[at:]
+	}
+	if c := strings.IndexByte(head, ':'); c >= 0 {
+		return head[:c+1] + "xxxxx" + rawURL[at:]
+	}
+	return "xxxxx" + rawURL[at:]
 }
 
 // Ping checks that Redis answers and can run the decision script: it peeks
 // at a key no caller uses.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := s.run(ctx, opPeek, pingRequest, "")
+	_, err := s.callScript(ctx, opPeek, pingRequest)
 	return err
 }
 
-// Close closes the client if the Store opened it ([Open]); otherwise it does
-// nothing, and the caller closes its own client.
+// Close waits for the refunds [Store.AllowAll] left running (at most 1 s),
+// then closes the client if the Store opened it ([Open]); a client the
+// caller gave, the caller closes, after Close.
 func (s *Store) Close() error {
+	s.bg.Wait()
 	if s.close != nil {
 		s.close()
 	}

@@ -15,24 +15,45 @@ var luaFiles embed.FS
 //go:embed lua/nodes.lua
 var nodesSource string
 
-// scriptParts are joined, in this order, into the script that decides
-// several limits at once, resets and refunds: each algorithm file defines a
-// local table that decide.lua uses.
-var scriptParts = []string{"prelude", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "decide"}
-
-// scriptSource is the whole decision script.
-var scriptSource = joinScript(scriptParts...)
+// scriptSource is the decision script, which decides several limits at
+// once, resets and refunds: the prelude, every algorithm's files,
+// debit.lua, refund.lua, several.lua and decide.lua (see lua/prelude.lua).
+var scriptSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "debit", "refund", "several", "decide")
 
 // singleSources are the scripts that allow or peek at one limit, by
-// algorithm: single.lua (arguments, time) followed by the algorithm's
-// single-limit file. They give the answers the decision script would, with
-// less work per call.
+// algorithm: the prelude, the files of the algorithm, its
+// single_<algorithm>.lua (which defines <algorithm>_one), that function
+// named one, and single.lua, which calls it. They call the same functions
+// as the decision script, and give the answers it would, with less work
+// per call.
 var singleSources = [...]string{
-	redlimit.FixedWindow:   joinScript("single", "single_fixed_window"),
-	redlimit.SlidingLog:    joinScript("single", "single_sliding_log"),
-	redlimit.SlidingWindow: joinScript("single", "single_sliding_window"),
-	redlimit.TokenBucket:   joinScript("single", "single_token_bucket"),
+	redlimit.FixedWindow:   singleSource("fixed_window", "windows"),
+	redlimit.SlidingLog:    singleSource("sliding_log", "log"),
+	redlimit.SlidingWindow: singleSource("sliding_window", "muldiv", "windows"),
+	redlimit.TokenBucket:   singleSource("token_bucket"),
 }
+
+func singleSource(alg string, storage ...string) string {
+	names := append([]string{"prelude"}, storage...)
+	names = append(names, alg, "single_"+alg)
+	return joinScript(names...) + "local one = " + alg + "_one\n" + joinScript("single")
+}
+
+// batchSource is the script that decides the decisions of several callers
+// at once (see lua/batch.lua and batch.go): the prelude, every algorithm's
+// files and single_<algorithm>.lua, debit.lua, several.lua and batch.lua.
+// batchCrossSlotSource is the same with Redis 7's allow-cross-slot-keys
+// flag, for the batch of a Cluster node, whose keys span several slots.
+var (
+	batchSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket",
+		"single_fixed_window", "single_sliding_log", "single_sliding_window", "single_token_bucket", "debit", "several", "batch")
+	batchCrossSlotSource = "#!lua flags=allow-cross-slot-keys\n" + batchSource
+)
+
+// onceSource is the script of a debit counted at most once per id
+// (Store.DebitOnce, lua/once.lua): the prelude, every algorithm's files,
+// debit.lua, several.lua and once.lua.
+var onceSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "debit", "several", "once")
 
 func joinScript(names ...string) string {
 	var b strings.Builder

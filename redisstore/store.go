@@ -20,13 +20,21 @@ const DefaultPrefix = "redlimit:"
 // Store is a [redlimit.Limiter] on Redis: every decision is one run of one
 // Lua script, so concurrent callers on any number of servers never
 // interleave. It is safe for concurrent use. The caller owns the client and
-// closes it; the Store holds no other resources.
+// closes it, after [Store.Close], which waits for the refunds still running
+// on Cluster (see [Store.AllowAll]); the Store holds no other resources.
 type Store struct {
-	b      backend
-	prefix string
-	now    func() time.Time // nil: the Redis server's clock
-	margin string           // µs added to every TTL, ARGV[3]
-	close  func()           // closes a client the Store opened itself
+	b             backend
+	prefix        string
+	now           func() time.Time // nil: the Redis server's clock
+	margin        string           // µs added to every TTL, ARGV[3]
+	close         func()           // closes a client the Store opened itself
+	onRefundError func(ctx context.Context, reqs []redlimit.Request, err error)
+	bg            sync.WaitGroup // refunds still running after AllowAll returned
+	noBatching    bool           // WithBatching(false)
+	noNodeBatches bool           // WithNodeBatches(false)
+	batches       *batchers      // route.go; set up by newStore
+
+	batchScriptAlways bool // tests: every decision through the batch script (on Cluster, on its node)
 }
 
 // pingRequest is what Ping peeks at.
@@ -92,6 +100,14 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // NewGoRedis returns a Store that runs its scripts through a go-redis client
 // the caller already has: a *redis.Client (standalone or failover), a
 // *redis.ClusterClient or a *redis.Ring.
+//
+// go-redis sends a command again when its connection broke after it was
+// written (MaxRetries on a *redis.Client, 3 by default; MaxRedirects on a
+// *redis.ClusterClient): a script that ran may then run twice. A decision
+// counts twice (on the strict side); a refund after a denial on Cluster
+// (see [Store.AllowAll]) gives back twice. MaxRetries: -1 on a
+// *redis.Client avoids it; the rueidis client ([New]) never resends a
+// script that may have run.
 func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redisstore: nil client")
@@ -100,12 +116,13 @@ func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 }
 
 func newStore(b backend, opts []Option) (*Store, error) {
-	s := &Store{b: b, prefix: DefaultPrefix, margin: "0"}
+	s := &Store{b: b, prefix: DefaultPrefix, margin: "0", onRefundError: logRefundError}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
 		}
 	}
+	s.batches = newBatchers(s)
 	return s, nil
 }
 
@@ -116,12 +133,12 @@ func (s *Store) Allow(ctx context.Context, key string, limit redlimit.Limit) (re
 
 // AllowN implements [redlimit.Limiter] in one script call.
 func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
-	return s.one(ctx, opAllow, key, limit, n)
+	return s.decideOne(ctx, opAllow, key, limit, n)
 }
 
 // Peek implements [redlimit.Limiter] in one script call that writes nothing.
 func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
-	return s.one(ctx, opPeek, key, limit, n)
+	return s.decideOne(ctx, opPeek, key, limit, n)
 }
 
 // Reset implements [redlimit.Limiter]: it deletes the limit's keys.
@@ -129,44 +146,77 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	if err := redlimit.ValidateRequest(key, limit, 1); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
-	_, err := s.run(ctx, opReset, []redlimit.Request{{Key: key, Limit: limit, Cost: 1}}, "")
+	_, err := s.callScript(ctx, opReset, []redlimit.Request{{Key: key, Limit: limit, Cost: 1}})
 	return err
 }
 
-func (s *Store) one(ctx context.Context, op, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
+// decideOne validates one request and decides it with op (opAllow or
+// opPeek), in a batch unless batching is off (see [WithBatching]).
+func (s *Store) decideOne(ctx context.Context, op, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
-	reqs := [1]redlimit.Request{{Key: key, Limit: limit, Cost: n}}
-	var res [1]redlimit.Result
-	if _, err := s.decide(ctx, op, reqs[:], res[:], ""); err != nil {
-		return redlimit.Result{}, err
+	p := s.newPending(ctx, op, []redlimit.Request{{Key: key, Limit: limit, Cost: n}})
+	o := s.decidePending(p)
+	return o.res, o.err
+}
+
+// decidePending decides p: in a batch unless batching is off (see
+// [WithBatching]), or through the batch script alone (a test hook).
+func (s *Store) decidePending(p *pending) outcome {
+	if s.batchScriptAlways {
+		s.sendBatch(p.ctx, []*pending{p}, s.scriptTime(), s.batches.nodeOf(p.ctx, p.slot))
+		return p.out
 	}
-	return res[0], nil
+	if b := s.batches.of(p.slot); b != nil {
+		return b.decide(p)
+	}
+	return s.decideAlone(p.ctx, p, s.scriptTime())
 }
 
 // AllowAll implements [redlimit.Limiter].
 //
 // On a standalone server, or on Redis Cluster when every key has the same
 // hash tag (the same identifier), every limit is decided atomically in one
-// script call. On Cluster with several identifiers, the requests are grouped
-// by identifier and the groups decided concurrently, each atomically; if any
-// group denies, what the others consumed is refunded. No limit ever admits
-// above its count this way, but between the consumption and the refund
-// (one round trip) another request may see the refunded cost as used and be
-// denied: the error is on the strict side.
+// script call.
+//
+// On Cluster with several identifiers, the requests are grouped by
+// identifier and the groups decided concurrently, each atomically. If a
+// group denies, the request is denied, with a nil error, whatever the other
+// groups did: the limits of a group whose call failed (or had not answered
+// when AllowAll returned, see below) are [redlimit.Undecided]. If no group
+// denies and one fails, its error is returned. Unless every group allowed,
+// what the groups that allowed consumed is refunded: a refund that Redis
+// refused or that could not reach its node is made again (up to 4 attempts
+// within 1 s, with backoff); one whose outcome is unknown (a timeout, a
+// connection lost after it was sent) is not, as it may have been applied.
+// A refund that failed for good goes to the handler set with
+// [WithRefundErrorHandler]; the limits it was for keep the cost until their
+// windows pass, on the strict side. So does a group whose call failed after
+// its script ran: its error cannot tell whether it ran.
+//
+// No limit ever admits above its count this way, but between the
+// consumption and the refund (one round trip) another request may see the
+// refunded cost as used and be denied: the error is on the strict side.
+//
+// Once a group has denied, AllowAll waits for the other groups and the
+// refunds only until halfway from then to ctx's deadline, so that a caller
+// with a deadline gets the denial before it even when a node hangs; what
+// still runs then carries on in the background, within 1 s, and [Store.Close]
+// waits for it. Without a deadline, AllowAll returns when everything has
+// answered.
 func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
 	if err := redlimit.ValidateRequests(reqs); err != nil {
 		return redlimit.Decision{}, fmt.Errorf("redisstore: %w", err)
 	}
-	d := redlimit.Decision{Results: make([]redlimit.Result, len(reqs))}
 	groups := s.groups(reqs)
-	if len(groups) == 1 {
-		allowed, err := s.decide(ctx, opAllow, reqs, d.Results, "")
-		d.Allowed = allowed
-		return d, err
+	if len(groups) > 1 {
+		return s.allowSharded(ctx, reqs, groups)
 	}
-	return s.allowSharded(ctx, reqs, groups, d)
+	d := redlimit.Decision{Results: make([]redlimit.Result, len(reqs))}
+	allowed, _, err := s.decideGroup(ctx, opAllow, reqs, d.Results)
+	d.Allowed = allowed
+	return d, err
 }
 
 // groups returns the indexes of reqs that must go to the same script call:
@@ -194,163 +244,151 @@ func (s *Store) groups(reqs []redlimit.Request) [][]int {
 	return gs
 }
 
-func (s *Store) allowSharded(ctx context.Context, reqs []redlimit.Request, groups [][]int, d redlimit.Decision) (redlimit.Decision, error) {
-	type outcome struct {
-		reqs    []redlimit.Request
-		results []redlimit.Result
-		allowed bool
-		now     int64
-		err     error
-	}
-	outs := make([]outcome, len(groups))
-	var wg sync.WaitGroup
-	for g, idx := range groups {
-		o := &outs[g]
-		for _, i := range idx {
-			o.reqs = append(o.reqs, reqs[i])
-		}
-		o.results = make([]redlimit.Result, len(idx))
-		wg.Go(func() {
-			o.allowed, o.now, o.err = s.decideAt(ctx, opAllow, o.reqs, o.results, "")
-		})
-	}
-	wg.Wait()
-
-	d.Allowed = true
-	var firstErr error
-	for g := range outs {
-		d.Allowed = d.Allowed && outs[g].allowed
-		if outs[g].err != nil && firstErr == nil {
-			firstErr = outs[g].err
-		}
-	}
-	if !d.Allowed {
-		// Give back what the groups that allowed consumed. The refund runs
-		// even if the caller's context is done, bounded by its own deadline.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
-		defer cancel()
-		for g := range outs {
-			o := &outs[g]
-			if o.err != nil || !o.allowed {
-				continue
-			}
-			if _, err := s.run(rctx, opRefund, o.reqs, strconv.FormatInt(o.now, 10)); err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("redisstore: refund after a denial: %w", err)
-			}
-		}
-	}
-	if firstErr != nil {
-		return redlimit.Decision{}, firstErr
-	}
-	for g, idx := range groups {
-		for j, i := range idx {
-			d.Results[i] = outs[g].results[j]
-		}
-	}
-	return d, nil
-}
-
-// refundTimeout bounds the refund of a sharded decision that was denied.
-const refundTimeout = time.Second
-
 // Script operations, ARGV[1].
 const (
-	opAllow  = "allow"
-	opPeek   = "peek"
+	opAllow = "allow"
+	opPeek  = "peek"
+	// opAdmit is opAllow for Store.Admit (see admitGroup).
+	opAdmit  = "admit"
 	opReset  = "reset"
 	opRefund = "refund"
+	// opGiveBack is opRefund for Store.Refund (see refund).
+	opGiveBack = "giveback"
 )
 
-// decide runs op for reqs in one script call and fills results.
-func (s *Store) decide(ctx context.Context, op string, reqs []redlimit.Request, results []redlimit.Result, at string) (bool, error) {
-	allowed, _, err := s.decideAt(ctx, op, reqs, results, at)
-	return allowed, err
-}
-
-func (s *Store) decideAt(ctx context.Context, op string, reqs []redlimit.Request, results []redlimit.Result, at string) (allowed bool, now int64, err error) {
-	reply, err := s.run(ctx, op, reqs, at)
+// decideGroup decides reqs with op (opAllow or opPeek) in one script call
+// and fills results. It returns whether every request was allowed, and the
+// time (µs) the script decided at, from which a refund of the group finds
+// what the allows wrote.
+func (s *Store) decideGroup(ctx context.Context, op string, reqs []redlimit.Request, results []redlimit.Result) (allowed bool, at int64, err error) {
+	if op == opAllow {
+		o := s.decidePending(s.newPending(ctx, op, reqs))
+		if o.err != nil {
+			return false, 0, o.err
+		}
+		if o.results == nil {
+			results[0] = o.res
+			return o.res.Allowed, o.at, nil
+		}
+		allowed = true
+		for i, r := range o.results {
+			results[i] = r
+			allowed = allowed && r.Allowed
+		}
+		return allowed, o.at, nil
+	}
+	reply, err := s.callScript(ctx, op, reqs)
 	if err != nil {
 		return false, 0, err
 	}
 	if len(reply) != 1+4*len(reqs) {
 		return false, 0, fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(reqs))
 	}
+	return readResults(reply, reqs, results), reply[0], nil
+}
+
+// readResults fills results from reply, the decision script's { now, then
+// four values per limit } for reqs, and reports whether all were allowed.
+func readResults(reply []int64, reqs []redlimit.Request, results []redlimit.Result) (allowed bool) {
 	allowed = true
 	for i, r := range reqs {
-		v := reply[1+4*i : 5+4*i]
-		res := redlimit.Result{
-			Allowed:    v[0] == 1,
-			Limit:      r.Limit.Max(),
-			Remaining:  v[1],
-			RetryAfter: micros(v[2]),
-			ResetAfter: micros(v[3]),
-		}
-		if v[2] < 0 {
-			res.RetryAfter = redlimit.Never
-		}
-		results[i] = res
-		allowed = allowed && res.Allowed
+		results[i] = result(r, reply[1+4*i:5+4*i])
+		allowed = allowed && results[i].Allowed
 	}
-	return allowed, reply[0], nil
+	return allowed
 }
 
 func micros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 
-// run calls the script. at is the time in µs to decide at, or "" for the
-// store's clock (the Redis server's unless WithClock was given). Allowing or
-// peeking at one limit runs its algorithm's single-limit script, everything
-// else the decision script; both reply in the same shape.
-func (s *Store) run(ctx context.Context, op string, reqs []redlimit.Request, at string) ([]int64, error) {
-	if at == "" && s.now != nil {
-		at = strconv.FormatInt(s.now().UnixMicro(), 10)
+// scriptTime returns ARGV[2] of the scripts: the store's clock in µs with
+// WithClock, or "" for the Redis server's.
+func (s *Store) scriptTime() string {
+	if s.now == nil {
+		return ""
 	}
-	if len(reqs) == 1 && (op == opAllow || op == opPeek) {
-		return s.runSingle(ctx, op, reqs[0], at)
+	return strconv.FormatInt(s.now().UnixMicro(), 10)
+}
+
+// callScript runs op for reqs in one script call and returns its reply:
+// the single-limit script of the algorithm when allowing or peeking at one
+// limit that is not a debit (see lua/single.lua), the decision script
+// otherwise (see lua/decide.lua), both replying { now, then four values
+// per limit }, or { now } for a reset; opAdmit adds two values per limit
+// (see admitGroup).
+func (s *Store) callScript(ctx context.Context, op string, reqs []redlimit.Request) ([]int64, error) {
+	at := s.scriptTime()
+	var reply []int64
+	var err error
+	if len(reqs) == 1 && !reqs[0].Debit && (op == opAllow || op == opPeek) {
+		reply, err = s.callSingleLimitScript(ctx, op, reqs[0], s.key(hashTag(reqs[0].Key), reqs[0].Limit), at)
+	} else {
+		keys, args := s.decisionArgs(op, reqs, at)
+		reply, err = s.b.eval(ctx, decideScript, keys, args)
 	}
-	keys := make([]string, len(reqs))
-	args := make([]string, 3, 3+6*len(reqs))
-	args[0], args[1], args[2] = op, at, s.margin
-	for i, r := range reqs {
-		keys[i] = s.key(hashTag(r.Key), r.Limit)
-		l := r.Limit
-		var ei int64
-		if l.Algorithm == redlimit.TokenBucket {
-			ei = l.EmissionInterval()
-		}
-		args = append(args,
-			strconv.Itoa(int(l.Algorithm)),
-			strconv.FormatInt(l.Period.Microseconds(), 10),
-			strconv.FormatInt(l.Count, 10),
-			strconv.FormatInt(l.Burst, 10),
-			strconv.FormatInt(ei, 10),
-			strconv.FormatInt(r.Cost, 10),
-		)
-	}
-	reply, err := s.b.eval(ctx, decideScript, keys, args)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
 	return reply, nil
 }
 
-// runSingle calls the single-limit script of r's algorithm (see
-// lua/single.lua for its arguments).
-func (s *Store) runSingle(ctx context.Context, op string, r redlimit.Request, at string) ([]int64, error) {
+// decisionArgs returns the keys and arguments of the decision script for
+// op (not opRefund) on reqs at the time at (ARGV[2]): for each request
+// appendLimitArgs's six values and 1 for a debit, 0 for an admission.
+func (s *Store) decisionArgs(op string, reqs []redlimit.Request, at string) (keys, args []string) {
+	keys = make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = s.key(hashTag(r.Key), r.Limit)
+	}
+	return s.decisionArgsKeys(op, reqs, keys, at)
+}
+
+// decisionArgsKeys is decisionArgs for reqs whose Redis keys are keys.
+func (s *Store) decisionArgsKeys(op string, reqs []redlimit.Request, keys []string, at string) ([]string, []string) {
+	args := make([]string, 3, 3+7*len(reqs))
+	args[0], args[1], args[2] = op, at, s.margin
+	for _, r := range reqs {
+		kind := "0"
+		if r.Debit {
+			kind = "1"
+		}
+		args = append(appendLimitArgs(args, r), kind)
+	}
+	return keys, args
+}
+
+// appendLimitArgs appends the first six of the decision script's seven
+// values for r (see lua/decide.lua): algorithm, window µs, count, burst,
+// emission interval µs and cost.
+func appendLimitArgs(args []string, r redlimit.Request) []string {
+	l := r.Limit
+	var ei int64
+	if l.Algorithm == redlimit.TokenBucket {
+		ei = l.EmissionInterval()
+	}
+	return append(args,
+		strconv.Itoa(int(l.Algorithm)),
+		strconv.FormatInt(l.Period.Microseconds(), 10),
+		strconv.FormatInt(l.Count, 10),
+		strconv.FormatInt(l.Burst, 10),
+		strconv.FormatInt(ei, 10),
+		strconv.FormatInt(r.Cost, 10),
+	)
+}
+
+// callSingleLimitScript runs op (opAllow or opPeek) for r, whose Redis
+// key is key, in the single-limit script of its algorithm, at the time at
+// (ARGV[2]).
+func (s *Store) callSingleLimitScript(ctx context.Context, op string, r redlimit.Request, key, at string) ([]int64, error) {
 	l := r.Limit
 	window, count := l.Period.Microseconds(), l.Count
 	if l.Algorithm == redlimit.TokenBucket {
 		window, count = l.EmissionInterval(), l.Burst
 	}
-	keys := []string{s.key(hashTag(r.Key), l)}
 	args := []string{
 		op, at, s.margin,
 		strconv.FormatInt(window, 10),
 		strconv.FormatInt(count, 10),
 		strconv.FormatInt(r.Cost, 10),
 	}
-	reply, err := s.b.eval(ctx, singleScript(l.Algorithm), keys, args)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
-	}
-	return reply, nil
+	return s.b.eval(ctx, singleScript(l.Algorithm), []string{key}, args)
 }

@@ -28,9 +28,10 @@ const (
 	allow op = iota
 	peek
 	reset
+	debit // AllowAll of one request with Debit set
 )
 
-func (o op) String() string { return [...]string{"allow", "peek", "reset"}[o] }
+func (o op) String() string { return [...]string{"allow", "peek", "reset", "debit"}[o] }
 
 // step is one call at T0+at, and the result it must give.
 type step struct {
@@ -63,11 +64,14 @@ var (
 	shortLog = redlimit.Per(1, 250*time.Millisecond).SlidingLog()
 )
 
-// scenarios are the steps, by name. Within a scenario the steps run in order.
-var scenarios = []struct {
+// scenario is a run of steps, in order, on a fresh store.
+type scenario struct {
 	name  string
 	steps []step
-}{
+}
+
+// scenarios are the steps, by name. Within a scenario the steps run in order.
+var scenarios = []scenario{
 	{"fixed_window", []step{
 		{0, allow, "a", fixed3, 1, ok(2, 1000*ms)},
 		{100 * ms, allow, "a", fixed3, 2, ok(0, 900*ms)},
@@ -157,12 +161,17 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("AllowAll", func(t *testing.T) { runAllowAll(t, newStore) })
 	t.Run("BadInput", func(t *testing.T) { runBadInput(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { runConcurrent(t, newStore) })
+	t.Run("Debits", func(t *testing.T) { runDebits(t, newStore) })
 }
 
 // uniq returns a suffix that keeps one run's keys apart from another's.
 func uniq() string { return fmt.Sprintf("/%016x", rand.Uint64()) }
 
 func runSteps(t *testing.T, newStore NewStore) {
+	runScenarios(t, newStore, scenarios)
+}
+
+func runScenarios(t *testing.T, newStore NewStore, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -182,6 +191,15 @@ func runSteps(t *testing.T, newStore NewStore) {
 					got, err = s.Peek(ctx, key, st.limit, st.cost)
 				case reset:
 					err = s.Reset(ctx, key, st.limit)
+				case debit:
+					var d redlimit.Decision
+					d, err = s.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: st.limit, Cost: st.cost, Debit: true}})
+					if err == nil {
+						got = d.Results[0]
+						if d.Allowed != got.Allowed {
+							t.Errorf("step %d: decision Allowed %v, its one result %v", i, d.Allowed, got.Allowed)
+						}
+					}
 				}
 				if err != nil {
 					t.Fatalf("step %d: %s(%q, %s, %d) at T0+%s: %v", i, st.op, st.key, st.limit, st.cost, st.at, err)
@@ -312,6 +330,19 @@ func runBadInput(t *testing.T, newStore NewStore) {
 	}
 	if _, err := s.AllowAll(ctx, nil); !errors.Is(err, redlimit.ErrNoRequests) {
 		t.Errorf("AllowAll with no requests: err %v", err)
+	}
+	// One more request than a decision may carry, each valid and distinct:
+	// refused whole, and the first not consumed.
+	many := make([]redlimit.Request, redlimit.MaxRequests+1)
+	for i := range many {
+		many[i] = redlimit.Request{Key: fmt.Sprint(k, "-", i), Limit: fixed3, Cost: 3}
+	}
+	many[0].Key = k
+	if _, err := s.AllowAll(ctx, many); !errors.Is(err, redlimit.ErrInvalidLimit) {
+		t.Errorf("AllowAll of %d requests: err %v, want ErrInvalidLimit", len(many), err)
+	}
+	if d, err := s.AllowAll(ctx, many[1:]); err != nil || !d.Allowed {
+		t.Errorf("AllowAll of %d requests: %v, %v", redlimit.MaxRequests, d.Allowed, err)
 	}
 	// The first request of the refused calls above was not consumed.
 	if r, err := s.Peek(ctx, k, fixed3, 3); err != nil || !r.Allowed {

@@ -7,24 +7,25 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/resilient"
 )
 
 // TestFaultClusterMasterKilled kills a master of a 3+3 cluster under load
-// and measures the failover as the callers see it.
+// from faultNodes nodes and measures the failover as the callers see it.
 func TestFaultClusterMasterKilled(t *testing.T) {
 	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: time.Second})
-	const nodes = 4 // the local share is sized as if 4 nodes shared the limit
 	lim := redlimit.Per(3000, time.Hour).SlidingWindow()
-	share := int((lim.Count + nodes - 1) / nodes)
-	l, err := resilient.New(redisStore(t, cluster.Addrs()), resilient.Options{Nodes: fixedNodes(nodes)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	share := int((lim.Count + faultNodes - 1) / faultNodes)
+	nodes, _ := startNodes(t, cluster.Addrs(), faultNodes)
+	defer func() {
+		for _, l := range nodes {
+			l.Close()
+		}
+	}()
 	keys := make([]string, 12)
+	limits := map[string]redlimit.Limit{}
 	for i := range keys {
 		keys[i] = fmt.Sprint("k", i)
+		limits[keys[i]] = lim
 	}
 	victim, err := cluster.MasterFor("{" + keys[0] + "}")
 	if err != nil {
@@ -39,13 +40,15 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		onVictim[k] = m == victim
 	}
 
-	stop := load(l, faultWorkers, keys, lim)
+	stop := loadNodes(asLimiters(nodes), loadSpec{workers: faultWorkers, keys: keys, limits: limits})
 	time.Sleep(500 * time.Millisecond)
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
 	time.Sleep(6 * time.Second)
+	charged, unconfirmed := waitReconciled(t, nodes)
+	time.Sleep(200 * time.Millisecond)
 	all := stop()
 
 	errs := count(all, func(s sample) bool { return s.err != nil })
@@ -60,28 +63,47 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	if local == 0 {
 		t.Errorf("no decision went to the local fallback during the failover")
 	}
-	admitted := map[string]int{}
-	for _, s := range all {
-		if s.allowed {
-			admitted[s.key]++
-		}
-	}
-	excess, excessVictim := 0, 0
+	untilEnd := between(all, time.Time{}, killed.Add(failover))
+	excess, excessEnd, excessVictimEnd := 0, 0, 0
 	for _, k := range keys {
-		over := max(0, admitted[k]-int(lim.Count))
+		over, overEnd := aboveLimit(all, k, lim), aboveLimit(untilEnd, k, lim)
 		excess += over
+		excessEnd += overEnd
+		// Once the nodes have charged Redis what they admitted by
+		// themselves, the rest of the window admits no more than Redis
+		// had left: at most 10% above the limit. The killed master's keys
+		// can go further: the promoted replica decides them from its own
+		// count while the nodes' charges of what they admitted locally
+		// during the failover are still on their way (138 to 197 above on
+		// each key in three runs that logged the sources, up to 671 in
+		// others; see docs/RELIABILITY.md), bounded here by a third of the
+		// limit.
+		bound := int(lim.Count) / faultExcess
 		if onVictim[k] {
-			excessVictim += over
+			bound = int(lim.Count) / 3
 		}
-		// The local share, plus what was in flight, bounds the excess of
-		// one node.
-		if over > share+faultWorkers {
-			t.Errorf("key %s: %d admitted, %d above the limit of %d (local share %d)", k, admitted[k], over, lim.Count, share)
+		if over > bound {
+			t.Errorf("key %s (on the killed master: %v): %d admitted above the limit of %d by the end of the run (local share %d), want at most %d", k, onVictim[k], over, lim.Count, share, bound)
+		}
+		if onVictim[k] {
+			excessVictimEnd += overEnd
+			// The killed master's keys are decided locally throughout
+			// the failover: what the nodes last heard from Redis bounds
+			// them, up to what was in flight and the rounding of each
+			// node's part, and what was admitted locally before the kill
+			// (a call slower than the deadline on a busy machine), which
+			// Redis was not told.
+			before := count(all, func(s sample) bool {
+				return s.key == k && s.allowed && s.source == redlimit.FromLocal && s.start.Before(killed)
+			})
+			if overEnd > faultWorkers+faultNodes+before {
+				t.Errorf("key %s (on the killed master): %d admitted above the limit of %d by the end of the failover", k, overEnd, lim.Count)
+			}
 		}
 	}
 	during := between(all, killed, killed.Add(failover))
-	report(t, "cluster", "| %d | %d | %s | %s | %d | %d | %d |",
-		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(time.Microsecond), excess, excessVictim, errs)
+	report(t, "cluster", "| %d | %d | %s | %s | %d | %d | %d | %d / %d | %d |",
+		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(time.Microsecond), excessEnd, excessVictimEnd, excess, charged, unconfirmed, errs)
 	if p := p99(during); p > faultP99 {
 		t.Errorf("p99 latency during the failover %s, want at most %s", p, faultP99)
 	}

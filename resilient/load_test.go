@@ -21,28 +21,63 @@ type sample struct {
 	source  redlimit.Source
 	allowed bool
 	key     string
+	node    int // which limiter decided
 	err     error
+}
+
+// loadSpec says what load runs: workers goroutines deciding in a closed
+// loop, worker w on node w % len(nodes), cycling through keys, each key
+// under its limit.
+type loadSpec struct {
+	workers int
+	keys    []string
+	limits  map[string]redlimit.Limit
+	// deadline, if set, is each call's own context deadline, as a caller
+	// such as Envoy sets it.
+	deadline time.Duration
 }
 
 // load runs workers goroutines deciding on l until stop is called, which
 // returns every decision made.
 func load(l redlimit.Limiter, workers int, keys []string, lim redlimit.Limit) (stop func() []sample) {
+	limits := map[string]redlimit.Limit{}
+	for _, k := range keys {
+		limits[k] = lim
+	}
+	return loadNodes([]redlimit.Limiter{l}, loadSpec{workers: workers, keys: keys, limits: limits})
+}
+
+// loadNodes runs spec on nodes until stop is called, which returns every
+// decision made.
+func loadNodes(nodes []redlimit.Limiter, spec loadSpec) (stop func() []sample) {
 	done := make(chan struct{})
-	results := make([][]sample, workers)
+	results := make([][]sample, spec.workers)
 	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range spec.workers {
 		wg.Go(func() {
-			ctx := context.Background()
+			node := w % len(nodes)
+			l := nodes[node]
 			for i := 0; ; i++ {
 				select {
 				case <-done:
 					return
 				default:
 				}
-				key := keys[(w+i)%len(keys)]
+				key := spec.keys[(w+i)%len(spec.keys)]
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if spec.deadline > 0 {
+					ctx, cancel = context.WithTimeout(ctx, spec.deadline)
+				}
 				start := time.Now()
-				r, err := l.AllowN(ctx, key, lim, 1)
-				results[w] = append(results[w], sample{start, time.Since(start), r.Source, r.Allowed, key, err})
+				r, err := l.AllowN(ctx, key, spec.limits[key], 1)
+				lat := time.Since(start)
+				cancel()
+				results[w] = append(results[w], sample{start, lat, r.Source, r.Allowed, key, node, err})
+				// A caller serves its request between decisions: without
+				// this yield, decisions that take microseconds (an open
+				// breaker's) leave the goroutines reading Redis's
+				// replies waiting behind every worker's time slice.
+				runtime.Gosched()
 			}
 		})
 	}

@@ -1,10 +1,13 @@
 package resilient
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -19,6 +22,11 @@ const (
 	DefaultFailureThreshold = 5
 	DefaultCoolDown         = 250 * time.Millisecond
 	DefaultDenyCacheSize    = 100_000
+	DefaultLastSeenSize     = 100_000
+	DefaultCacheBytes       = 32 << 20
+	DefaultCallerMargin     = 5 * time.Millisecond
+	DefaultReconcileSize    = 100_000
+	DefaultReconcileSpread  = time.Second
 )
 
 // NodeCounter reports how many nodes share the limits, at least 1. The
@@ -29,23 +37,66 @@ type NodeCounter interface {
 
 // Options configure a [Limiter]. The zero value of each field is its default.
 type Options struct {
-	// Timeout bounds each call to the store (default [DefaultTimeout]); the
-	// caller's context deadline applies too, whichever comes first. A call
-	// past its deadline counts as a failure.
+	// Timeout bounds each call to the store (default [DefaultTimeout]).
+	// When the caller's context deadline comes first, the store gets the
+	// caller's remaining time less a margin (a fifth of it, at most 5 ms),
+	// so that the failure policy can answer before the caller's deadline.
+	// A store that has not answered by then has failed: the policy answers
+	// and the circuit breaker counts the failure (unless the caller left it
+	// less than 1 ms, too short to judge the store by). A caller whose
+	// context is canceled gets its context's error, and is not counted.
 	Timeout time.Duration
+	// CallerMargin is the most of a caller's remaining time kept for the
+	// failure policy to answer and the answer to travel back (default
+	// [DefaultCallerMargin]); a fifth of the remaining time when that is
+	// less. Raise it where the process may be descheduled for longer.
+	CallerMargin time.Duration
 	// FailureThreshold is how many failures in a row open the circuit
 	// breaker (default [DefaultFailureThreshold]).
 	FailureThreshold int
 	// CoolDown is how long the open breaker sends every decision to the
 	// failure policies before one probe call tries the store again
 	// (default [DefaultCoolDown]). A probe that succeeds closes the breaker.
+	// The probe has Timeout whatever its caller's deadline, and its caller
+	// gets the failure policy's answer if its own deadline comes first.
 	CoolDown time.Duration
 	// DenyCacheSize bounds how many denials are remembered in process
 	// (default [DefaultDenyCacheSize]); a negative size turns the deny
 	// cache off.
 	DenyCacheSize int
+	// CacheBytes bounds the bytes of the deny cache, and separately those
+	// of the last answers LastSeenSize counts (default [DefaultCacheBytes]
+	// each): an entry is counted for 128 bytes plus its key, which is client
+	// data, so that long keys cannot make either hold more. An entry larger
+	// than its shard's share of the bound (a sixteenth of it, for the
+	// default sizes) is not kept.
+	CacheBytes int
+	// LastSeenSize bounds how many states (key, algorithm, period) the
+	// Limiter remembers the store's last answer for (default
+	// [DefaultLastSeenSize]; about 100 bytes plus the key each), so that
+	// the local fallback starts from what the store last said rather than
+	// from a full share; a negative size turns that off.
+	LastSeenSize int
+	// ReconcileSize bounds how many states (key, algorithm, period) the
+	// Limiter remembers what it counted by itself for while the store
+	// failed, to charge it to the store when it answers again (default
+	// [DefaultReconcileSize]; about 130 bytes plus the key each, and 130
+	// more while a charge of the state is in doubt, within CacheBytes); a
+	// negative size turns reconciliation off. What is
+	// recorded: the admissions the local fallback allowed, and every
+	// debit, whatever its policy (not what fail_open allowed). When the
+	// bound is reached, a new state's units are not recorded.
+	ReconcileSize int
+	// ReconcileSpread is the longest random wait, after the store answers
+	// again, before this node charges what it owes for the states it has
+	// not been asked about since (default [DefaultReconcileSpread]), so
+	// that nodes coming back together spread their charges; a state asked
+	// about is charged at once, before the store decides it. Negative: no
+	// wait.
+	ReconcileSpread time.Duration
 	// Fallback decides the limits whose policy is [redlimit.FailLocal]
-	// while the store fails. Default: a memory store the Limiter owns.
+	// while the store fails, in process: it is called without the caller's
+	// deadline and cancellation. Default: a memory store the Limiter owns.
 	Fallback redlimit.Limiter
 	// Nodes counts the nodes sharing the limits, to size this node's share
 	// of a limit in the fallback. Default: one node.
@@ -68,15 +119,27 @@ type Options struct {
 type Limiter struct {
 	store    redlimit.Limiter
 	timeout  time.Duration
+	margin   time.Duration
 	coolDown time.Duration
-	breaker  *gobreaker.CircuitBreaker[redlimit.Decision]
+	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
 	deny     *denyCache // nil when off
+	seen     *lastSeen  // nil when off
 	fallback redlimit.Limiter
 	ownsFB   *memory.Store
 	nodes    NodeCounter
 	log      *slog.Logger
 	now      func() time.Time
 	workers  workers
+
+	debts       *debts      // nil when reconciliation is off
+	once        onceDebiter // the store, if it counts a debit once per id
+	rstats      reconcileStats
+	spread      time.Duration
+	reconciling atomic.Bool
+	recMu       sync.Mutex // guards closed and recWG.Add
+	closed      bool
+	recWG       sync.WaitGroup
+	quit        chan struct{} // closed by Close
 }
 
 var _ redlimit.Limiter = (*Limiter)(nil)
@@ -95,13 +158,16 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 	}
 	l := &Limiter{
 		store:    store,
-		timeout:  cmp(opts.Timeout, DefaultTimeout),
-		coolDown: cmp(opts.CoolDown, DefaultCoolDown),
+		timeout:  cmp.Or(opts.Timeout, DefaultTimeout),
+		margin:   cmp.Or(opts.CallerMargin, DefaultCallerMargin),
+		coolDown: cmp.Or(opts.CoolDown, DefaultCoolDown),
 		fallback: opts.Fallback,
 		nodes:    opts.Nodes,
 		log:      opts.Logger,
 		now:      opts.Now,
 		workers:  newWorkers(maxWorkers),
+		spread:   cmp.Or(opts.ReconcileSpread, DefaultReconcileSpread),
+		quit:     make(chan struct{}),
 	}
 	if l.log == nil {
 		l.log = slog.Default()
@@ -113,8 +179,15 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		l.nodes = oneNode{}
 	}
 	if opts.DenyCacheSize >= 0 {
-		l.deny = newDenyCache(cmp(opts.DenyCacheSize, DefaultDenyCacheSize))
+		l.deny = newDenyCache(cmp.Or(opts.DenyCacheSize, DefaultDenyCacheSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
 	}
+	if opts.LastSeenSize >= 0 {
+		l.seen = newLastSeen(cmp.Or(opts.LastSeenSize, DefaultLastSeenSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
+	}
+	if opts.ReconcileSize >= 0 {
+		l.debts = newDebts(cmp.Or(opts.ReconcileSize, DefaultReconcileSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
+	}
+	l.once, _ = store.(onceDebiter)
 	if l.fallback == nil {
 		fb, err := memory.New()
 		if err != nil {
@@ -122,8 +195,8 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		}
 		l.fallback, l.ownsFB = fb, fb
 	}
-	threshold := uint32(cmp(opts.FailureThreshold, DefaultFailureThreshold))
-	l.breaker = gobreaker.NewCircuitBreaker[redlimit.Decision](gobreaker.Settings{
+	threshold := uint32(cmp.Or(opts.FailureThreshold, DefaultFailureThreshold))
+	l.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "store",
 		MaxRequests: 1,
 		Timeout:     l.coolDown,
@@ -131,16 +204,9 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, errCallerGone) },
+		IsExcluded: func(err error) bool { return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) },
 	})
 	return l, nil
-}
-
-func cmp[T int | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 type oneNode struct{}
@@ -148,8 +214,17 @@ type oneNode struct{}
 func (oneNode) Nodes() int { return 1 }
 
 // Close releases the fallback store the Limiter made and the goroutines
-// kept for calls to the store. It does not close the store it wraps.
+// kept for calls to the store, after the charge being made, if any, has
+// ended (within Options.Timeout); what is still owed is not charged. It
+// does not close the store it wraps.
 func (l *Limiter) Close() error {
+	l.recMu.Lock()
+	if !l.closed {
+		l.closed = true
+		close(l.quit)
+	}
+	l.recMu.Unlock()
+	l.recWG.Wait()
 	l.workers.close()
 	if l.ownsFB != nil {
 		return l.ownsFB.Close()
@@ -160,35 +235,6 @@ func (l *Limiter) Close() error {
 // BreakerState returns the circuit breaker's state: "closed" (the store is
 // called), "open" (it is not) or "half-open" (one probe is).
 func (l *Limiter) BreakerState() string { return l.breaker.State().String() }
-
-// errCallerGone marks a call abandoned because the caller's own context
-// ended: not the store's fault, so the breaker ignores it.
-var errCallerGone = errors.New("resilient: caller's context done")
-
-// callerGone reports whether the caller's context has ended, or reached its
-// deadline: a client library may time out on that deadline a moment before
-// the context's own timer marks it done.
-func callerGone(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	d, ok := ctx.Deadline()
-	return ok && !time.Now().Before(d)
-}
-
-// callerFirst reports whether the caller's deadline comes no later than ours.
-func callerFirst(ctx context.Context, ours time.Time) bool {
-	d, ok := ctx.Deadline()
-	return ok && !d.After(ours)
-}
-
-// callerErr is the error of a caller's context that callerGone reported.
-func callerErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return context.DeadlineExceeded
-}
 
 // AllowN implements [redlimit.Limiter].
 func (l *Limiter) AllowN(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
@@ -208,31 +254,54 @@ func (l *Limiter) Allow(ctx context.Context, key string, limit redlimit.Limit) (
 // input or when the caller's own context ends; a store failure is answered
 // by the failure policies.
 func (l *Limiter) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	d, _, err := l.allowAll(ctx, reqs, false)
+	return d, err
+}
+
+// allowAll is AllowAll; with admit, it admits through the store's and the
+// fallback's Admit, and returns what a Refund needs.
+func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit bool) (redlimit.Decision, *receipt, error) {
 	if err := redlimit.ValidateRequests(reqs); err != nil {
-		return redlimit.Decision{}, fmt.Errorf("resilient: %w", err)
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	start := l.now()
 	if d, ok := l.fromDenyCache(reqs, start); ok {
-		return d, nil
+		return d, &receipt{}, nil
 	}
-	d, err := l.breaker.Execute(func() (redlimit.Decision, error) { return l.call(ctx, reqs) })
+	c := storeCall{reqs: reqs}
+	var grant chan *redlimit.Grant
+	if admit {
+		grant = make(chan *redlimit.Grant, 1)
+		c.grant = grant
+	}
+	d, err := l.ask(ctx, c)
 	if err == nil {
+		if l.seen != nil {
+			for i, r := range reqs {
+				l.seen.put(r.Key, r.Limit, start, d.Results[i])
+			}
+		}
 		if l.deny != nil && !d.Allowed {
 			for i, r := range reqs {
 				l.deny.put(r.Key, r.Limit, r.Cost, start, d.Results[i])
 			}
 		}
-		return d, nil
+		if !admit {
+			return d, nil, nil // no Refund will need a receipt
+		}
+		return d, &receipt{store: <-grant}, nil // the Grant was sent before the answer
 	}
 	if errors.Is(err, errCallerGone) {
-		return redlimit.Decision{}, fmt.Errorf("resilient: %w", callerErr(ctx))
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
-	return l.onFailure(ctx, reqs, err)
+	return l.onFailure(ctx, reqs, err, admit)
 }
 
 // fromDenyCache answers reqs if the cache holds a denial for one of them.
+// A decision that carries a debit is never answered from the cache: the
+// debit has to be counted by the store whatever the decision.
 func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimit.Decision, bool) {
-	if l.deny == nil {
+	if l.deny == nil || hasDebit(reqs) {
 		return redlimit.Decision{}, false
 	}
 	for i, r := range reqs {
@@ -252,81 +321,30 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 	return redlimit.Decision{}, false
 }
 
-// call asks the store to decide reqs.
-func (l *Limiter) call(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
-	return l.bounded(ctx, storeCall{reqs: reqs})
-}
-
-// storeCall is one call to the store: AllowAll (AllowN for one request) of
-// reqs, or Peek of peek.
-type storeCall struct {
-	reqs []redlimit.Request
-	peek *redlimit.Request
-}
-
-// do makes the call c to l's store.
-func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
-	switch {
-	case c.peek != nil:
-		r, err := l.store.Peek(ctx, c.peek.Key, c.peek.Limit, c.peek.Cost)
-		return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
-	case len(c.reqs) > 1:
-		return l.store.AllowAll(ctx, c.reqs)
-	}
-	r, err := l.store.AllowN(ctx, c.reqs[0].Key, c.reqs[0].Limit, c.reqs[0].Cost)
-	return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
-}
-
-// bounded makes the call c with the deadline, giving up at the deadline
-// even if the client does not: the late answer is then dropped by the
-// worker that made the call (see workers).
-func (l *Limiter) bounded(ctx context.Context, c storeCall) (redlimit.Decision, error) {
-	if callerGone(ctx) {
-		return redlimit.Decision{}, errCallerGone
-	}
-	ours := time.Now().Add(l.timeout)
-	cctx := ctx
-	if d, ok := ctx.Deadline(); !ok || d.After(ours) || ctx.Done() == nil {
-		// Our deadline comes first: a context of its own. (When the
-		// caller's comes first, its context already ends the call, with
-		// no timer of ours.)
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithDeadline(ctx, ours)
-		defer cancel()
-	}
-	j := l.workers.start(cctx, l, c)
-	select {
-	case <-j.done:
-		d, err := j.d, j.err
-		l.workers.release(j)
-		switch {
-		case err == nil:
-			return d, nil
-		case callerGone(ctx), errors.Is(err, context.DeadlineExceeded) && callerFirst(ctx, ours):
-			// The caller's deadline ended the call, whoever noticed first.
-			return redlimit.Decision{}, errCallerGone
-		default:
-			return redlimit.Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
+// hasDebit reports whether one of reqs is a debit.
+func hasDebit(reqs []redlimit.Request) bool {
+	for _, r := range reqs {
+		if r.Debit {
+			return true
 		}
-	case <-cctx.Done():
-		// The job is left to its worker, which drops the late answer.
-		if callerGone(ctx) {
-			return redlimit.Decision{}, errCallerGone
-		}
-		return redlimit.Decision{}, fmt.Errorf("%w: no answer within %s", ErrStore, l.timeout)
 	}
+	return false
 }
 
 // onFailure decides reqs by their failure policies.
-func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause error) (redlimit.Decision, error) {
+func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause error, admit bool) (redlimit.Decision, *receipt, error) {
 	if !errors.Is(cause, gobreaker.ErrOpenState) && !errors.Is(cause, gobreaker.ErrTooManyRequests) {
 		l.log.Debug("redlimit: store failed, deciding by failure policy", "err", cause)
 	}
+	ctx = policyContext(ctx)
 	d := redlimit.Decision{Allowed: true, Results: make([]redlimit.Result, len(reqs))}
 	closed := false
 	var local []redlimit.Request
 	var localAt []int
 	for i, r := range reqs {
+		if r.Debit {
+			l.owe(r.Key, r.Limit, r.Cost)
+		}
 		switch r.Limit.Failure {
 		case redlimit.FailOpen:
 			d.Results[i] = redlimit.Result{Allowed: true, Limit: r.Limit.Max(), Remaining: r.Limit.Max(), Source: redlimit.FromFailOpen}
@@ -334,39 +352,71 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 			d.Results[i] = redlimit.Result{Limit: r.Limit.Max(), RetryAfter: l.coolDown, Source: redlimit.FromFailClosed}
 			closed = true
 		default:
-			local = append(local, redlimit.Request{Key: r.Key, Limit: l.share(r.Limit), Cost: r.Cost})
+			share := l.share(r.Limit)
+			l.startFrom(ctx, r.Key, r.Limit, share)
+			local = append(local, redlimit.Request{Key: r.Key, Limit: share, Cost: r.Cost, Debit: r.Debit})
 			localAt = append(localAt, i)
 		}
 	}
 	if closed {
 		d.Allowed = false
 	}
+	rc := &receipt{localAt: localAt}
 	if len(local) == 0 {
-		return d, nil
+		return d, rc, nil
 	}
 	var ld redlimit.Decision
 	var err error
 	if closed {
-		// Denied anyway: the local limits must not consume. Peek them.
+		// Denied anyway: the local admissions must not consume. Peek
+		// them; count the debits.
 		ld.Results = make([]redlimit.Result, len(local))
 		for j, r := range local {
-			if ld.Results[j], err = l.fallback.Peek(ctx, r.Key, r.Limit, r.Cost); err != nil {
+			if r.Debit {
+				var dd redlimit.Decision
+				if dd, err = l.fallback.AllowAll(ctx, []redlimit.Request{r}); err == nil {
+					ld.Results[j] = dd.Results[0]
+				}
+			} else {
+				ld.Results[j], err = l.fallback.Peek(ctx, r.Key, r.Limit, r.Cost)
+			}
+			if err != nil {
 				break
 			}
 		}
+	} else if fb, ok := l.fallback.(redlimit.Refunder); ok && admit {
+		if rc.local, err = fb.Admit(ctx, local); err == nil {
+			ld = rc.local.Decision
+		}
+		d.Allowed = ld.Allowed
 	} else {
 		ld, err = l.fallback.AllowAll(ctx, local)
 		d.Allowed = ld.Allowed
+		if err == nil && ld.Allowed {
+			for _, i := range localAt {
+				if r := reqs[i]; !r.Debit {
+					l.owe(r.Key, r.Limit, r.Cost)
+				}
+			}
+		}
 	}
 	if err != nil {
-		return redlimit.Decision{}, fmt.Errorf("resilient: local fallback after %w: %w", cause, err)
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: local fallback after %w: %w", cause, err)
 	}
 	for j, i := range localAt {
 		r := ld.Results[j]
 		r.Source = redlimit.FromLocal
 		d.Results[i] = r
 	}
-	return d, nil
+	return d, rc, nil
+}
+
+// startFrom brings the local state of key under share, this node's share
+// of limit, down to what the store last said (see lastSeen).
+func (l *Limiter) startFrom(ctx context.Context, key string, limit, share redlimit.Limit) {
+	if l.seen != nil {
+		l.seen.startFrom(ctx, l.fallback, key, limit, share, int64(max(1, l.nodes.Nodes())), l.now())
+	}
 }
 
 // share returns this node's share of l: Count and Burst divided by the live
@@ -386,9 +436,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
-	d, err := l.breaker.Execute(func() (redlimit.Decision, error) {
-		return l.bounded(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
-	})
+	d, err := l.ask(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
 	if err == nil {
 		return d.Results[0], nil
 	}
@@ -401,7 +449,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	case redlimit.FailClosed:
 		return redlimit.Result{Limit: limit.Max(), RetryAfter: l.coolDown, Source: redlimit.FromFailClosed}, nil
 	}
-	r, ferr := l.fallback.Peek(ctx, key, l.share(limit), n)
+	share := l.share(limit)
+	l.startFrom(policyContext(ctx), key, limit, share)
+	r, ferr := l.fallback.Peek(policyContext(ctx), key, share, n)
 	if ferr != nil {
 		return redlimit.Result{}, fmt.Errorf("resilient: local fallback after %w: %w", err, ferr)
 	}
@@ -418,6 +468,9 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 	}
 	if l.deny != nil {
 		l.deny.forget(key, limit)
+	}
+	if l.seen != nil {
+		l.seen.forget(key, limit)
 	}
 	if err := l.fallback.Reset(ctx, key, l.share(limit)); err != nil {
 		return err

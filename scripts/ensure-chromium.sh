@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ensure-chromium.sh makes sure Chromium is at /usr/bin/chromium, where the
-# dashboard's browser test (internal/server, TestDashboardBrowser) starts it
+# dashboard's browser test (service/internal/server, TestDashboardBrowser) starts it
 # in headless mode. As root it installs Debian's chromium package; otherwise it
 # says how to and fails.
 set -euo pipefail

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit/backoff"
-	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -228,7 +228,7 @@ func TestRedisWithBackoffClient(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("request %d: status %d", i+1, resp.StatusCode)
 		}
-		if _, err := httplimit.ParseRateLimit(resp.Header.Values("RateLimit")); err != nil {
+		if _, err := ratelimitfield.ParseRateLimit(resp.Header.Values("RateLimit")); err != nil {
 			t.Errorf("request %d: %v", i+1, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package ruleset
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,26 @@ import (
 	"strconv"
 	"strings"
 )
+
+// ErrNoKey is returned, wrapped, by a key function whose rule does not apply
+// to a request. httplimit and grpclimit export it as their ErrNoKey, so a
+// key function may return either.
+var ErrNoKey = errors.New("redlimit: no key for the request")
+
+type userKey struct{}
+
+// WithUser returns a copy of ctx that carries the authenticated user's id,
+// which httplimit's and grpclimit's User key functions read.
+func WithUser(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, userKey{}, id)
+}
+
+// UserFrom returns the user id that [WithUser] put in ctx, and whether there
+// is a non-empty one.
+func UserFrom(ctx context.Context) (string, bool) {
+	id, _ := ctx.Value(userKey{}).(string)
+	return id, id != ""
+}
 
 // Compose returns a key function whose key is made of the keys of all of
 // keys, in order. The parts are joined by '|' with each part's '%' and '|'
@@ -32,11 +53,12 @@ func Compose[R any, F ~func(R) (string, error)](keys ...F) F {
 }
 
 // Or returns a key function that uses the first of keys that has a key for
-// the request, that is, does not fail with an error wrapping noKey. Each key
-// is prefixed by the position of the function that made it ("0:", "1:",
-// ...), so that one kind of key cannot reach the allowance of another. Other
-// errors are returned at once. If none has a key, Or fails with noKey.
-func Or[R any, F ~func(R) (string, error)](noKey error, keys ...F) F {
+// the request, that is, does not fail with an error wrapping [ErrNoKey].
+// Each key is prefixed by the position of the function that made it ("0:",
+// "1:", ...), so that one kind of key cannot reach the allowance of another.
+// Other errors are returned at once. If none has a key, Or fails with
+// ErrNoKey.
+func Or[R any, F ~func(R) (string, error)](keys ...F) F {
 	keys = append([]F(nil), keys...)
 	return func(r R) (string, error) {
 		for i, kf := range keys {
@@ -44,11 +66,11 @@ func Or[R any, F ~func(R) (string, error)](noKey error, keys ...F) F {
 			if err == nil {
 				return strconv.Itoa(i) + ":" + k, nil
 			}
-			if !errors.Is(err, noKey) {
+			if !errors.Is(err, ErrNoKey) {
 				return "", err
 			}
 		}
-		return "", fmt.Errorf("%w: no alternative applies", noKey)
+		return "", fmt.Errorf("%w: no alternative applies", ErrNoKey)
 	}
 }
 

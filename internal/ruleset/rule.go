@@ -1,13 +1,12 @@
 // Package ruleset is the rule engine that httplimit and grpclimit share:
 // named rules with a key function over the request type R, their validation,
-// the keying of one request, its decision (the enforced rules together in one
-// [redlimit.Limiter.AllowAll], then the shadow rules), and the key function
-// combinators [Compose], [Or] and [Hashed].
+// the keying of one request, its decision (enforced and shadow rules as
+// package internal/shadow decides them), the key function combinators
+// [Compose], [Or] and [Hashed], [ErrNoKey] and the user in a context.
 //
 // R is *http.Request for httplimit and the context and method of a call for
 // grpclimit. The errors and log messages are those of the package a [Kind]
-// describes, so that they read the same as when each package had its own
-// copy.
+// describes.
 package ruleset
 
 import (
@@ -28,9 +27,6 @@ type Kind struct {
 	Pkg string
 	// Unit is what one rule decision is about, "request" or "call".
 	Unit string
-	// ErrNoKey is what a key function returns, wrapped, when its rule does
-	// not apply.
-	ErrNoKey error
 	// ErrNoRules is returned for no rules.
 	ErrNoRules error
 	// ErrInvalidRule is wrapped by errors about a bad name, a missing key
@@ -46,13 +42,13 @@ type Rule[R any] struct {
 	Name string
 	// Limit is how much a key may do.
 	Limit redlimit.Limit
-	// Key returns the key a request counts under, or an error wrapping the
-	// kind's ErrNoKey when the rule does not apply to it.
+	// Key returns the key a request counts under, or an error wrapping
+	// [ErrNoKey] when the rule does not apply to it.
 	Key func(R) (string, error)
 	// Cost is what one request costs, 1..Limit.Max(); 0 means 1.
 	Cost int64
-	// Shadow makes the rule a dry run: decided after the enforced rules,
-	// only for requests they allow, and never denying.
+	// Shadow makes the rule a dry run: decided and counted as package
+	// shadow says, never denying.
 	Shadow bool
 }
 
@@ -67,15 +63,17 @@ type Set[R any] struct {
 // New validates rules and returns them as a set. It reports an error
 // wrapping k.ErrNoRules for no rules, k.ErrInvalidRule for a bad name,
 // a duplicate name, a missing key function, a bad cost or more than
-// [redlimit.MaxRequests] enforced or shadow rules, and the redlimit sentinel
-// errors for a bad limit.
+// [redlimit.MaxRequests] rules (enforced and shadow rules are decided in one
+// AllowAll), and the redlimit sentinel errors for a bad limit.
 func New[R any](k *Kind, rules []Rule[R]) (*Set[R], error) {
 	if len(rules) == 0 {
 		return nil, k.ErrNoRules
 	}
+	if len(rules) > redlimit.MaxRequests {
+		return nil, fmt.Errorf("%w: %d rules, at most %d", k.ErrInvalidRule, len(rules), redlimit.MaxRequests)
+	}
 	out := make([]Rule[R], len(rules))
 	seen := make(map[string]bool, len(rules))
-	enforced, shadow := 0, 0
 	for i, r := range rules {
 		r, err := validate(k, r)
 		if err != nil {
@@ -85,15 +83,7 @@ func New[R any](k *Kind, rules []Rule[R]) (*Set[R], error) {
 			return nil, fmt.Errorf("%w: two rules are named %q", k.ErrInvalidRule, r.Name)
 		}
 		seen[r.Name] = true
-		if r.Shadow {
-			shadow++
-		} else {
-			enforced++
-		}
 		out[i] = r
-	}
-	if enforced > redlimit.MaxRequests || shadow > redlimit.MaxRequests {
-		return nil, fmt.Errorf("%w: %d enforced and %d shadow rules, at most %d of each", k.ErrInvalidRule, enforced, shadow, redlimit.MaxRequests)
 	}
 	return &Set[R]{kind: k, Rules: out}, nil
 }
@@ -139,7 +129,7 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 
 // Apply keys req by every rule of s and returns those that apply to it, in
 // order, each with its limiter key: the rule's name, ':' and the key. A rule
-// whose key function returns an error wrapping the kind's ErrNoKey does not
+// whose key function returns an error wrapping [ErrNoKey] does not
 // apply. Any other error, or an empty key, stops Apply, which returns the
 // rule and the error: the request cannot be decided.
 func (s *Set[R]) Apply(req R) ([]Applied[R], *Rule[R], error) {
@@ -151,7 +141,7 @@ func (s *Set[R]) Apply(req R) ([]Applied[R], *Rule[R], error) {
 			err = errEmptyKey
 		}
 		if err != nil {
-			if errors.Is(err, s.kind.ErrNoKey) {
+			if errors.Is(err, ErrNoKey) {
 				continue
 			}
 			return nil, rule, err

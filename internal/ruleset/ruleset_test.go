@@ -6,19 +6,18 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
-	"github.com/redlimit/redlimit/internal/ruleset/rulesettest"
+	"github.com/redlimit/redlimit/internal/rulesettest"
 	"github.com/redlimit/redlimit/memory"
 )
 
 var (
-	errNoKey   = errors.New("test: no key")
+	errNoKey   = ruleset.ErrNoKey
 	errNoRules = errors.New("test: no rules")
 	errInvalid = errors.New("test: invalid rule")
-	kind       = &ruleset.Kind{Pkg: "test", Unit: "thing", ErrNoKey: errNoKey, ErrNoRules: errNoRules, ErrInvalidRule: errInvalid}
+	kind       = &ruleset.Kind{Pkg: "test", Unit: "thing", ErrNoRules: errNoRules, ErrInvalidRule: errInvalid}
 )
 
 // req is the request type of the tests: a map of its keys by rule name.
@@ -61,9 +60,10 @@ func TestNew(t *testing.T) {
 	t.Parallel()
 	ok := rule("ok", redlimit.PerSecond(2), false)
 	with := func(f func(*ruleset.Rule[req])) ruleset.Rule[req] { r := ok; f(&r); return r }
-	many := make([]ruleset.Rule[req], redlimit.MaxRequests+1)
-	for i := range many {
-		many[i] = with(func(r *ruleset.Rule[req]) { r.Name = fmt.Sprint("r", i) })
+	// Enforced and shadow rules go to one AllowAll: MaxRequests in all.
+	both := make([]ruleset.Rule[req], redlimit.MaxRequests+1)
+	for i := range both {
+		both[i] = rule(fmt.Sprint("r", i), ok.Limit, i%2 == 0)
 	}
 	tests := []struct {
 		name  string
@@ -80,7 +80,7 @@ func TestNew(t *testing.T) {
 		{name: "no key", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Key = nil })}, is: errInvalid},
 		{name: "cost", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Cost = 3 })}, is: errInvalid, msg: "no thing could pass"},
 		{name: "negative cost", rules: []ruleset.Rule[req]{with(func(r *ruleset.Rule[req]) { r.Cost = -1 })}, is: errInvalid},
-		{name: "too many", rules: many, is: errInvalid},
+		{name: "too many", rules: both, is: errInvalid},
 	}
 	for _, tt := range tests {
 		s, err := ruleset.New(kind, tt.rules)
@@ -89,7 +89,7 @@ func TestNew(t *testing.T) {
 		}
 	}
 
-	// Valid names, defaults, and as many rules of each kind as AllowAll takes.
+	// Valid names, defaults, and as many rules as AllowAll takes.
 	rules := []ruleset.Rule[req]{
 		with(func(r *ruleset.Rule[req]) { r.Name = "Az09._-" }),
 		with(func(r *ruleset.Rule[req]) { r.Name = strings.Repeat("b", ruleset.MaxNameLen); r.Cost = 2 }),
@@ -98,11 +98,7 @@ func TestNew(t *testing.T) {
 	if len(s.Rules) != 2 || s.Rules[0].Cost != 1 || s.Rules[1].Cost != 2 || rules[0].Cost != 0 {
 		t.Errorf("rules %+v (given %+v): want a copy with cost 1 by default", s.Rules, rules)
 	}
-	both := make([]ruleset.Rule[req], 0, 2*redlimit.MaxRequests)
-	for i := range redlimit.MaxRequests {
-		both = append(both, rule(fmt.Sprint("e", i), ok.Limit, false), rule(fmt.Sprint("s", i), ok.Limit, true))
-	}
-	newSet(t, both...)
+	newSet(t, both[:redlimit.MaxRequests]...)
 }
 
 func TestApply(t *testing.T) {
@@ -150,39 +146,40 @@ func TestDecide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := s.Decide(ctx, lim, log, applied, nil)
+		v, err := s.Decide(ctx, lim, log, applied, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		denied, worst := out.Denied()
+		denied, worst := v.Denied()
+		if len(v.Results) != 4 || v.Results[2].Allowed != (i == 0) || !v.Results[3].Allowed {
+			t.Fatalf("call %d: %+v; want every rule's answer, small allowing once, big always", i+1, v)
+		}
+		var quotas []string
+		for _, q := range v.Quotas() {
+			quotas = append(quotas, q.Name)
+		}
+		if fmt.Sprint(quotas) != "[loose tight]" {
+			t.Errorf("call %d: quotas %v, want the enforced rules only", i+1, quotas)
+		}
 		switch {
 		case i < 3:
-			// The enforced rules allow; the shadow ones are decided, and
-			// "big" counts even when "small" would deny.
-			if !out.Allowed || len(denied) != 0 || worst != -1 || !out.Decided[2] || !out.Decided[3] {
-				t.Fatalf("call %d: %+v, denied %v %d; want allowed, all decided", i+1, out, denied, worst)
-			}
-			if out.Results[2].Allowed != (i == 0) {
-				t.Errorf("call %d: small allowed %v", i+1, out.Results[2].Allowed)
-			}
-			if tt := out.Tightest(); i > 0 && tt != 2 {
-				t.Errorf("call %d: tightest %d, want the denying shadow rule", i+1, tt)
+			// The enforced rules allow; "big" counts even when "small"
+			// would deny.
+			if !v.Allowed || v.RetryAfter != 0 || len(denied) != 0 || worst != -1 {
+				t.Fatalf("call %d: %+v, denied %v %d; want allowed", i+1, v, denied, worst)
 			}
 		default:
-			// "tight" denies: the shadow rules are not decided.
-			if out.Allowed || out.RetryAfter <= 0 || out.Decided[2] || out.Decided[3] || fmt.Sprint(denied) != "[1]" || worst != 1 {
-				t.Fatalf("call %d: %+v, denied %v %d; want a denial by tight", i+1, out, denied, worst)
-			}
-			if tt := out.Tightest(); tt != 1 {
-				t.Errorf("call %d: tightest %d, want 1", i+1, tt)
+			// "tight" denies, and small would have: RetryAfter is tight's.
+			if v.Allowed || v.RetryAfter != v.Results[1].RetryAfter || fmt.Sprint(denied) != "[1]" || worst != 1 {
+				t.Fatalf("call %d: %+v, denied %v %d; want a denial by tight", i+1, v, denied, worst)
 			}
 		}
 	}
 	if res, _ := lim.Peek(ctx, "big:k", redlimit.PerMinute(100), 1); res.Remaining != 96 {
 		t.Errorf("big: %d left after one more, want 96 (three counted)", res.Remaining)
 	}
-	if n := strings.Count(buf.String(), "test: shadow rule would deny"); n != 2 {
-		t.Errorf("%d shadow denials logged, want 2:\n%s", n, buf)
+	if n := strings.Count(buf.String(), "test: shadow rule would deny"); n != 3 {
+		t.Errorf("%d shadow denials logged, want 3 (one on the request tight denied):\n%s", n, buf)
 	}
 
 	// Only shadow rules, one of which fails the limit: the other still counts.
@@ -190,9 +187,9 @@ func TestDecide(t *testing.T) {
 	r = req{"over": "k2", "fine": "k2"}
 	for range 2 {
 		applied, _, _ := s.Apply(r)
-		out, err := s.Decide(ctx, lim, log, applied, nil)
-		if err != nil || !out.Allowed || out.RetryAfter != 0 {
-			t.Fatalf("shadow only: %+v, %v", out, err)
+		v, err := s.Decide(ctx, lim, log, applied, nil)
+		if err != nil || !v.Allowed || v.RetryAfter != 0 || len(v.Quotas()) != 0 {
+			t.Fatalf("shadow only: %+v, %v", v, err)
 		}
 	}
 	if res, _ := lim.Peek(ctx, "fine:k2", redlimit.PerMinute(5), 1); res.Remaining != 2 {
@@ -220,15 +217,15 @@ func TestDecideErrors(t *testing.T) {
 			log, buf := rulesettest.NewLogger()
 			s := newSet(t, rule("a", l, shadow))
 			applied, _, _ := s.Apply(req{"a": "k"})
-			out, err := s.Decide(ctx, lim, log, applied, nil)
+			v, err := s.Decide(ctx, lim, log, applied, nil)
 			want := redlimit.ErrBadReply
 			if lim.err != nil {
 				want = boom
 			}
 			if shadow {
-				// Shadow errors are logged only.
-				if err != nil || !out.Allowed || out.Decided[0] || !strings.Contains(buf.String(), "test: shadow rules not decided") {
-					t.Errorf("shadow, %v: %+v, %v; log %s", lim.err, out, err, buf)
+				// With only shadow rules, errors are logged only.
+				if err != nil || !v.Allowed || v.Results != nil || !strings.Contains(buf.String(), "test: shadow rules not decided") {
+					t.Errorf("shadow, %v: %+v, %v; log %s", lim.err, v, err, buf)
 				}
 				continue
 			}
@@ -257,10 +254,10 @@ func TestKeys(t *testing.T) {
 		{name: "compose none", key: ruleset.Compose[req, keyFunc](), req: req{}, want: ""},
 		{name: "compose missing", key: ruleset.Compose(a, b), req: req{"a": "x"}, is: errNoKey},
 		{name: "compose error", key: ruleset.Compose(a, bad), req: req{"a": "x"}, is: boom},
-		{name: "or first", key: ruleset.Or(errNoKey, a, b), req: req{"a": "x", "b": "y"}, want: "0:x"},
-		{name: "or second", key: ruleset.Or(errNoKey, a, b), req: req{"b": "y"}, want: "1:y"},
-		{name: "or none", key: ruleset.Or(errNoKey, a, b), req: req{}, is: errNoKey},
-		{name: "or error", key: ruleset.Or(errNoKey, bad, b), req: req{"b": "y"}, is: boom},
+		{name: "or first", key: ruleset.Or(a, b), req: req{"a": "x", "b": "y"}, want: "0:x"},
+		{name: "or second", key: ruleset.Or(a, b), req: req{"b": "y"}, want: "1:y"},
+		{name: "or none", key: ruleset.Or(a, b), req: req{}, is: errNoKey},
+		{name: "or error", key: ruleset.Or(bad, b), req: req{"b": "y"}, is: boom},
 		{name: "hashed", key: ruleset.Hashed(a), req: req{"a": "secret"}, want: "2bb80d537b1da3e38bd30361aa855686"},
 		{name: "hashed missing", key: ruleset.Hashed(a), req: req{}, is: errNoKey},
 	}
@@ -283,23 +280,5 @@ func TestKeys(t *testing.T) {
 	keys[1] = a
 	if got, _ := c(req{"a": "x", "b": "y"}); got != "x|y" {
 		t.Errorf("Compose after the caller changed its list: %q", got)
-	}
-}
-
-func TestSeconds(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		d          time.Duration
-		ceil, wait int64
-	}{
-		{-time.Second, 0, 1}, {0, 0, 1}, {time.Nanosecond, 1, 1}, {time.Second, 1, 1},
-		{time.Second + 1, 2, 2}, {90 * time.Second, 90, 90},
-	} {
-		if got := ruleset.CeilSeconds(c.d); got != c.ceil {
-			t.Errorf("CeilSeconds(%v) = %d, want %d", c.d, got, c.ceil)
-		}
-		if got := ruleset.RetryAfterSeconds(c.d); got != c.wait {
-			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", c.d, got, c.wait)
-		}
 	}
 }

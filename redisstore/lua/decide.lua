@@ -1,58 +1,93 @@
+-- The path of several limits (AllowAll), Reset and refunds, joined after
+-- the prelude, every algorithm's files, debit.lua, refund.lua and
+-- several.lua (decide_limits, which decides 'allow' and 'peek').
 -- KEYS: one key per limit, every one with the same hash tag on Redis Cluster.
--- ARGV[1]: 'allow', 'peek', 'reset' or 'refund'.
--- ARGV[2]: the time in µs, or '' for the server's clock (TIME).
--- ARGV[3]: µs added to every TTL.
--- Then six values per key: algorithm (1 fixed_window, 2 sliding_log,
+-- ARGV[1]: 'allow', 'admit', 'peek', 'reset', 'refund' or 'giveback'.
+-- 'refund' and 'giveback' only: ARGV[4], the time in µs the refunded
+-- requests were decided at, below which the time is not taken.
+-- Then seven values per key: algorithm (1 fixed_window, 2 sliding_log,
 -- 3 sliding_window, 4 token_bucket), window µs, count, burst, emission
--- interval µs, cost.
+-- interval µs, cost; and a seventh: for 'refund', the request's mark: its
+-- decision time plus the reset-after its allow replied, an instant that
+-- says what the allow wrote (see redisstore/refund.go); otherwise 1 for a
+-- debit, 0 for an admission (refunds are of admissions only).
+-- 'giveback' only: after the seven values of every key, two per key: for
+-- a token bucket, the given and epoch of the refund record its admission
+-- left (the 'admit' reply; see refund.lua).
 -- Reply: { now, then per key: allowed (1/0), remaining, retry-after µs
--- (-1 for never), reset-after µs }. 'allow' commits only if every limit allows.
-if redis.replicate_commands then redis.replicate_commands() end
-
+-- (-1 for never), reset-after µs }; { now } for 'reset' and 'refund'.
+-- 'allow' counts the admissions only if every limit allows, and the
+-- debits whatever the others say (debit.lua). 'admit' is 'allow' for
+-- Store.Admit: it gives each token bucket it counts an admission in a
+-- refund record (token_bucket.lua), and replies two more values per key
+-- after the others: that record's given and epoch (see decide_limits).
 local op = ARGV[1]
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
+local admit = op == 'admit'
+if admit then op = 'allow' end
+local first, per = 3, 7
+if op == 'refund' or op == 'giveback' then
+  first = 4
+  now = math.max(now, tonumber(ARGV[4]))
 end
-
-local algorithms = { fixed_window, sliding_log, sliding_window, token_bucket }
-local limits = {}
 for i = 1, #KEYS do
-  local j = 3 + (i - 1) * 6
-  local alg = algorithms[tonumber(ARGV[j + 1])]
-  if alg == nil then return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(ARGV[j + 1])) end
-  limits[i] = {
-    alg = alg,
-    window = tonumber(ARGV[j + 2]),
-    count = tonumber(ARGV[j + 3]),
-    burst = tonumber(ARGV[j + 4]),
-    ei = tonumber(ARGV[j + 5]),
-    cost = tonumber(ARGV[j + 6]),
-  }
+  local alg = ARGV[first + (i - 1) * per + 1]
+  local a = tonumber(alg)
+  if a ~= FIXED_WINDOW and a ~= SLIDING_LOG and a ~= SLIDING_WINDOW and a ~= TOKEN_BUCKET then
+    return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(alg))
+  end
 end
 
-if op == 'reset' or op == 'refund' then
-  for i, a in ipairs(limits) do a.alg[op](KEYS[i], now, a) end
+-- A reset leaves a tombstone beside each key it deletes, holding its time,
+-- for as long as a refund of a request decided before it could still find
+-- a state to take from: the key's TTL, and at least the longest a request's
+-- mark lies after its decision (two windows, or a token bucket's
+-- tolerance). A refund of a request decided at or before it gives nothing
+-- back: the reset gave the request's cost back already.
+if op == 'reset' then
+  for i = 1, #KEYS do
+    local j = first + (i - 1) * per
+    local span = 2 * tonumber(ARGV[j + 2])
+    if tonumber(ARGV[j + 1]) == TOKEN_BUCKET then span = tonumber(ARGV[j + 4]) * tonumber(ARGV[j + 5]) end
+    local ttl, left = ms(span), redis.call('PTTL', KEYS[i])
+    if left > tonumber(ttl) then ttl = string.format('%d', left) end
+    redis.call('SET', KEYS[i] .. ':reset', string.format('%d', now), 'PX', ttl)
+    redis.call('DEL', KEYS[i])
+  end
   return { now }
 end
 
-local results, all = {}, true
-for i, a in ipairs(limits) do
-  results[i] = a.alg.check(KEYS[i], now, a)
-  all = all and results[i].ok == true
-end
-if op == 'allow' and all then
-  for i, a in ipairs(limits) do a.alg.commit(KEYS[i], now, a, results[i]) end
+-- 'refund' (of an allowed group, right after another group denied) takes
+-- no heed of resets; 'giveback' (the Store's Refund, whenever the caller
+-- calls it) gives nothing back after a reset at or after the decision's
+-- time (at the same microsecond, the reset may have come after it; after a
+-- clock that went back, a reset at a later time may have come before it:
+-- nothing is given back either, the strict side).
+if op == 'refund' or op == 'giveback' then
+  local at = tonumber(ARGV[4])
+  if op == 'refund' then at = math.huge end
+  for i = 1, #KEYS do
+    local j = first + (i - 1) * per
+    local key, alg, W, n, mark = KEYS[i], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 6]), tonumber(ARGV[j + 7])
+    local reset = -1
+    if op == 'giveback' then reset = tonumber(redis.call('GET', key .. ':reset') or '-1') end
+    if reset >= at or mark <= now then
+      -- Reset since the decision, or the request's state has expired.
+    elseif alg == FIXED_WINDOW then
+      windows_refund(key, W, FIXED_WINDOW_SPAN, n, mark)
+    elseif alg == SLIDING_LOG then
+      sliding_log_refund(key, W, n, mark)
+    elseif alg == SLIDING_WINDOW then
+      windows_refund(key, W, SLIDING_WINDOW_SPAN, n, mark)
+    elseif op == 'refund' then
+      token_bucket_refund(key, now, tonumber(ARGV[j + 5]), n, mark)
+    else
+      local r = first + per * #KEYS + 2 * i
+      token_bucket_giveback(key, now, tonumber(ARGV[j + 5]), n, mark, tonumber(ARGV[r - 1]), tonumber(ARGV[r]))
+    end
+  end
+  return { now }
 end
 
 local out = { now }
-for _, r in ipairs(results) do
-  out[#out + 1] = r.ok and 1 or 0
-  out[#out + 1] = r.rem
-  out[#out + 1] = r.retry
-  out[#out + 1] = r.reset
-end
+decide_limits(op == 'allow', KEYS, 0, #KEYS, ARGV, first, out, admit)
 return out

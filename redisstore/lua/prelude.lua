@@ -1,13 +1,38 @@
--- redlimit: one script decides every limit of a request (see decide.lua).
--- The files are joined in the order prelude, fixed_window, sliding_log,
--- sliding_window, token_bucket, decide. Times are integer microseconds.
+-- redlimit's decision scripts, joined by redisstore/script.go: each is this
+-- prelude, the files of its algorithms (with the storage they use,
+-- windows.lua or log.lua, and muldiv.lua) and its path: single.lua and one
+-- single_<algorithm>.lua for one limit (AllowN, Peek), or debit.lua,
+-- refund.lua, several.lua and decide.lua for several limits and debits,
+-- Reset and refunds, or batch.lua for batches (see script.go). An
+-- algorithm's file holds its arithmetic, following memory/algorithms.go
+-- operation for operation: <algorithm>_check, from the state read to the
+-- result and the state to write. Both paths call it, and differ only in their Redis reads
+-- and writes.
+--
+-- Every function is made anew at each call of a script (a closure), which
+-- costs Redis CPU on every decision: a script joins only the functions it
+-- calls, and they pass plain values with multiple returns rather than
+-- tables. redis.call gets strings where the script has them (constants,
+-- ARGV, ms): Redis formats a number argument as text, which costs more
+-- than a function call. Times are integer microseconds.
+-- ARGV[1]: the operation.
+-- ARGV[2]: the time in µs, or '' for the server's clock (TIME).
+-- ARGV[3]: µs added to every TTL.
+if redis.replicate_commands then redis.replicate_commands() end
+
 local NEVER = -1
 
--- MARGIN (µs, ARGV[3]) lengthens every TTL; see redisstore.WithTTLMargin.
-local MARGIN = tonumber(ARGV[3])
-
 -- ms converts a positive duration in µs to a TTL in whole milliseconds,
--- rounded up, plus the margin.
+-- rounded up, plus the margin (ARGV[3], see redisstore.WithTTLMargin), as
+-- text for redis.call.
 local function ms(us)
-  return math.max(1, math.ceil((us + MARGIN) / 1000))
+  return string.format('%d', math.max(1, math.ceil((us + tonumber(ARGV[3])) / 1000)))
+end
+
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[2])
 end

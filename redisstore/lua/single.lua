@@ -1,37 +1,18 @@
--- redlimit: the script of one limit, which AllowN and Peek run (AllowAll with
--- several limits, Reset and the refund run decide.lua). This file is joined
--- in front of one of single_fixed_window.lua, single_sliding_log.lua,
--- single_sliding_window.lua and single_token_bucket.lua. Each is
--- straight-line code for its algorithm: it follows the algorithm's file (and
--- memory/algorithms.go) operation for operation and gives the same answers,
--- but builds no tables or closures per call beyond its reply, and makes as
--- few Redis calls as it can.
+-- The path of one limit, which AllowN and Peek run, joined after the
+-- prelude, the files of the limit's algorithm and its
+-- single_<algorithm>.lua, which defines <algorithm>_one(key, allow, W, L,
+-- n, cost): straight-line code that decides a request of cost n (cost: the
+-- same as text) on key under a limit of L per W µs (token bucket: burst L,
+-- one token every W µs) at now, with no tables of its own and as few Redis
+-- calls as it can; it writes only when allow, and returns allowed,
+-- remaining, retry-after and reset-after. script.go names it one, in
+-- front of this file. batch.lua calls the same functions.
 -- KEYS[1]: the limit's key.
 -- ARGV[1]: 'allow' or 'peek'.
--- ARGV[2]: the time in µs, or '' for the server's clock (TIME).
--- ARGV[3]: µs added to every TTL.
 -- ARGV[4]: window µs (token bucket: emission interval µs).
 -- ARGV[5]: count (token bucket: burst).
 -- ARGV[6]: cost.
 -- Reply: { now, allowed (1/0), remaining, retry-after µs (-1 for never),
 -- reset-after µs }: decide.lua's reply for one limit.
-if redis.replicate_commands then redis.replicate_commands() end
-
-local NEVER = -1
-
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
-end
-local allow = ARGV[1] == 'allow'
-local key = KEYS[1]
-local n = tonumber(ARGV[6])
-
--- ttl converts a positive duration in µs to a TTL in whole milliseconds,
--- rounded up, plus the margin (prelude.lua's ms).
-local function ttl(us)
-  return math.max(1, math.ceil((us + tonumber(ARGV[3])) / 1000))
-end
+local ok, rem, retry, reset = one(KEYS[1], ARGV[1] == 'allow', tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[6])
+return { now, ok and 1 or 0, rem, retry, reset }

@@ -1,29 +1,40 @@
--- fixed_window for one limit (fixed_window.lua). Allowing is one INCRBY,
--- given back with DECRBY when the new count is above the limit: a denial
--- pays one call more, the common allowed request one call less than a GET
--- first would. Only a cost above the limit, which no count can admit, and
--- Peek read with GET.
-local W, L = tonumber(ARGV[4]), tonumber(ARGV[5])
-local w = math.floor(now / W)
-local left = (w + 1) * W - now -- until the window ends
-local wkey = key .. ':' .. string.format('%d', w)
-local c -- the window's count before this request
-if allow and n <= L then
-  c = redis.call('INCRBY', wkey, n)
-  if c <= L then
-    -- The call that creates the counter gives it its TTL, which ends with
-    -- the window: the same instant for every later call in the window.
-    if c == n then redis.call('PEXPIRE', wkey, ttl(left)) end
-    return { now, 1, L - c, 0, left }
+-- fixed_window for one limit, with fixed_window_check. Allowing is one
+-- HINCRBY, given back when the new count is above the limit: a denial pays
+-- one call more, the common allowed request one call less than a read
+-- first would. A field the HINCRBY made is a new window: the hash is read
+-- then, to retire the previous latest window or, if the clock went back,
+-- to count the request in the later window instead. (Only live windows
+-- have fields named by their index: one that exists is the latest.) Peek
+-- and a cost above the limit only read.
+local function fixed_window_one(key, allow, W, L, n, cost)
+  local ok, rem, retry, reset
+  if allow and n <= L then
+    local w = math.floor(now / W)
+    local field = string.format('%d', w)
+    local c = redis.call('HINCRBY', key, field, cost)
+    if c ~= n then
+      -- The field was there, so w is the key's latest window, and held c - n.
+      ok, rem, retry, reset = fixed_window_check(now, W, L, n, w, c - n)
+      if not ok then redis.call('HINCRBY', key, field, -n) end
+      return ok, rem, retry, reset
+    end
+    local lw, lc, _, h = windows_read(key)
+    if lw == w then
+      -- A new latest window, which the request fits: retire the previous one
+      -- (windows.lua). h holds w, made by the HINCRBY, which windows_retire
+      -- keeps.
+      ok, rem, retry, reset = fixed_window_check(now, W, L, n, nil, 0)
+      windows_retire(key, h, w)
+      redis.call('PEXPIRE', key, ms(reset))
+      return true, rem, retry, reset
+    end
+    -- The clock went back before the key's window: count it there.
+    redis.call('HDEL', key, field)
+    ok, rem, retry, reset, w = fixed_window_check(now, W, L, n, lw, lc)
+    if ok then redis.call('HINCRBY', key, string.format('%d', w), cost) end
+    return ok, rem, retry, reset
   end
-  -- c > L >= n: the counter was there before, with its TTL.
-  redis.call('DECRBY', wkey, n)
-  c = c - n
-else
-  c = tonumber(redis.call('GET', wkey) or '0')
-  if c + n <= L then return { now, 1, L - c - n, 0, left } end
+  local lw, lc = windows_read(key)
+  ok, rem, retry, reset = fixed_window_check(now, W, L, n, lw, lc)
+  return ok, rem, retry, reset
 end
-local retry, reset = left, 0
-if n > L then retry = NEVER end
-if c > 0 then reset = left end
-return { now, 0, L - c, retry, reset }

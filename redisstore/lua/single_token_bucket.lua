@@ -1,15 +1,10 @@
--- token_bucket for one limit (token_bucket.lua): GET and, when allowed, SET.
-local ei, burst = tonumber(ARGV[4]), tonumber(ARGV[5])
-local tau = burst * ei
-local tat = tonumber(redis.call('GET', key) or '0')
-if tat < now then tat = now end
-local nxt = tat + n * ei
-if nxt - now <= tau then
-  if allow then
-    redis.call('SET', key, string.format('%d', nxt), 'PX', ttl(nxt - now))
+-- token_bucket for one limit: GET, token_bucket_check and, when allowed,
+-- SET, which keeps the key's refund record, if it has one.
+local function token_bucket_one(key, allow, W, L, n, cost)
+  local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
+  local ok, rem, retry, reset, nxt = token_bucket_check(now, W, L, n, tat)
+  if ok and allow then
+    redis.call('SET', key, token_bucket_value(nxt, given, last, epoch, now), 'PX', ms(reset))
   end
-  return { now, 1, math.floor((tau - (nxt - now)) / ei), 0, nxt - now }
+  return ok, rem, retry, reset
 end
-local retry = nxt - now - tau
-if n > burst then retry = NEVER end
-return { now, 0, math.floor((tau - (tat - now)) / ei), retry, tat - now }

@@ -1,52 +1,51 @@
--- sliding_window: the sliding window counter. Counters per epoch-aligned
--- window, as fixed_window; the estimate weights the previous window's count
--- by how much of it the sliding period still covers. The arithmetic follows
--- memory/algorithms.go operation for operation, so both stores agree.
-local sliding_window = {}
+-- sliding_window: the sliding window counter, in windows.lua's hash. The
+-- estimate weighs the previous window's count by how much of it the
+-- sliding period still covers, rounded up to a whole request. The
+-- arithmetic follows memory/algorithms.go (checkSliding) operation for
+-- operation, exact (muldiv.lua), so both stores agree. A count is live
+-- for its window and the next.
+local SLIDING_WINDOW_SPAN = 2
 
-local function window_key(key, w)
-  return key .. ':' .. string.format('%d', w)
-end
-
-function sliding_window.check(key, now, a)
-  local W, L, n = a.window, a.count, a.cost
+-- sliding_window_check decides a request of cost n at now under a limit of
+-- L per W µs, on the key's latest window lw (nil for none), its count lc
+-- and the count pc of the window before it. It returns allowed, remaining,
+-- retry-after and reset-after (µs), then the window the request is
+-- counted in, its count with it and the count of the window before it.
+local function sliding_window_check(now, W, L, n, lw, lc, pc)
   local w = math.floor(now / W)
-  local elapsed = now - w * W
-  local cur = tonumber(redis.call('GET', window_key(key, w)) or '0')
-  local prev = tonumber(redis.call('GET', window_key(key, w - 1)) or '0')
-  local est = prev * (W - elapsed) / W + cur
-  local room = L - est
-  local r = { wkey = window_key(key, w), ttl = 2 * W - elapsed }
-  if room < n then
-    r.rem = math.max(0, math.floor(room))
-    if n > L then
-      r.retry = NEVER
-    elseif cur + n <= L then
-      local at = W - (L - cur - n) * W / prev
-      r.retry = math.ceil(at - elapsed)
-    else
-      local at = W - (L - n) * W / cur
-      r.retry = W - elapsed + math.ceil(at)
+  local cur, prev = 0, 0
+  if lw ~= nil then
+    if lw >= w then
+      -- The key's window, or a later one if the clock went back before it,
+      -- entered at its start.
+      w, cur, prev = lw, lc, pc
+    elseif lw == w - 1 then
+      prev = lc
     end
-    r.reset = 0
-    if cur > 0 then
-      r.reset = 2 * W - elapsed
-    elseif prev > 0 then
-      r.reset = W - elapsed
-    end
-    return r
   end
-  r.ok = true
-  r.rem = math.max(0, math.floor(room - n))
-  r.retry = 0
-  r.reset = 2 * W - elapsed
-  return r
-end
-
-sliding_window.commit = fixed_window.commit
-sliding_window.refund = fixed_window.refund
-
-function sliding_window.reset(key, now, a)
-  local w = math.floor(now / a.window)
-  redis.call('DEL', window_key(key, w), window_key(key, w - 1))
+  local start = w * W
+  local elapsed = math.max(now, start) - start
+  local weighted, rest = muldiv(prev, W - elapsed, W)
+  if rest > 0 then weighted = weighted + 1 end
+  local room = L - cur - weighted
+  if room < n then
+    local retry, reset
+    if n > L then
+      retry = NEVER
+    elseif cur + n <= L then
+      -- The previous window's weight must fall to L - cur - n.
+      retry = start + W - muldiv(L - cur - n, W, prev) - now
+    else
+      -- Only in the next window, as this one's count fades to L - n.
+      retry = start + 2 * W - muldiv(L - n, W, cur) - now
+    end
+    reset = 0
+    if cur > 0 then
+      reset = start + 2 * W - now
+    elseif prev > 0 then
+      reset = start + W - now
+    end
+    return false, math.max(0, room), retry, reset, w, cur, prev
+  end
+  return true, room - n, 0, start + 2 * W - now, w, cur + n, prev
 end

@@ -1,0 +1,190 @@
+package model
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/redlimittest"
+)
+
+// Regression is a short sequence that failed a check: a bug, kept to show
+// that its fix holds.
+type Regression struct {
+	Name string
+	Seq  Sequence
+}
+
+const micro = time.Microsecond
+
+// Regressions are the bugs this test found, or the known ones it was
+// shown to find, as short sequences: every store, and the model, must
+// pass them.
+var Regressions = []Regression{
+	{
+		// Issue 11 finding 2: cost*T overflows int64 in the memory store.
+		Name: "token bucket cost overflow",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{0, Allow, []Req{{0, redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(1), 29168, false}}},
+		}},
+	},
+	{
+		// Issue 11 finding 6: 10/min used up, then asked as 5/min.
+		Name: "negative Remaining after a count decrease",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{0, Allow, []Req{{0, redlimit.PerMinute(10).FixedWindow(), 10, false}}},
+			{time.Second, Allow, []Req{{0, redlimit.PerMinute(5).FixedWindow(), 1, false}}},
+		}},
+	},
+	{
+		// Issue 11 finding 6, burst: Remaining went negative, and the
+		// stores disagreed (memory divided towards 0, Redis floored).
+		Name: "negative Remaining after a burst decrease",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{0, Allow, []Req{{0, redlimit.PerSecond(2).TokenBucket(10), 10, false}}},
+			{100 * time.Millisecond, Allow, []Req{{0, redlimit.PerSecond(2).TokenBucket(3), 1, false}}},
+		}},
+	},
+	{
+		// The same arithmetic as finding 6 without a limit change: the
+		// clock steps back 0.5 s after a full bucket's cost, so TAT - now
+		// passes the tolerance.
+		Name: "negative Remaining after a clock step back",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{time.Second, Allow, []Req{{0, redlimit.PerSecond(1).TokenBucket(2), 2, false}}},
+			{500 * time.Millisecond, Peek, []Req{{0, redlimit.PerSecond(1).TokenBucket(2), 1, false}}},
+		}},
+	},
+	{
+		// Found here: the memory store kept one window per fixed (or
+		// sliding) window state, and a clock that stepped back across a
+		// boundary moved it to the earlier window and forgot the later
+		// one's count, so that when the clock came forward again the later
+		// window admitted its limit a second time. By the rule for a clock
+		// that goes back, the request counts in the key's latest window.
+		Name: "memory fixed window forgets a later window after a clock step back",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{10 * time.Millisecond, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 3, false}}},
+			{9999 * micro, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 1, false}}},
+			{10001 * micro, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 3, false}}},
+		}},
+	},
+	{
+		// Found here: Reset deleted the memory store's whole state but only
+		// the current window's counter on Redis, so that after a clock step
+		// back an earlier window's count was still there on Redis alone.
+		Name: "reset then a clock step back",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{5 * time.Millisecond, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 3, false}}},
+			{15 * time.Millisecond, Reset, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 1, false}}},
+			{6 * time.Millisecond, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 1, false}}},
+		}},
+	},
+	{
+		// Found here, Redis Cluster only: a denied AllowAll commits and
+		// refunds the groups that allowed, and the commit trimmed a sliding
+		// log's expired entries, which the refund did not restore: after a
+		// clock step back they no longer counted on the cluster alone.
+		Name: "cluster refund keeps a sliding log's trim",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{0, Allow, []Req{{0, redlimit.Per(1, 100*time.Millisecond).SlidingLog(), 1, false}}},
+			{100 * time.Millisecond, AllowAll, []Req{{0, redlimit.Per(1, 100*time.Millisecond).SlidingLog(), 1, false}, {1, redlimit.PerMinute(1).FixedWindow(), 2, false}}},
+			{50 * time.Millisecond, Peek, []Req{{0, redlimit.Per(1, 100*time.Millisecond).SlidingLog(), 1, false}}},
+		}},
+	},
+	{
+		// Found here: the Redis token bucket computed TAT + cost*T in a
+		// float64; at an empty bucket with a tolerance near 2^52 µs that
+		// passed 2^53 and rounded, and RetryAfter was 1 µs off the memory
+		// store's (an odd start instant makes the sum odd).
+		Name: "token bucket RetryAfter rounded beyond 2^53",
+		Seq: Sequence{Start: redlimittest.T0.Add(micro), Ops: []Op{
+			{0, Allow, []Req{{0, redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(14), 14, false}}},
+			{0, Allow, []Req{{0, redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(14), 14, false}}},
+		}},
+	},
+	{
+		// Found here, Redis Cluster only: the refund after a denial removed
+		// a sliding log's members with ZREM unpack(...), one Lua value per
+		// unit of cost, which failed above about 8,000: AllowAll returned
+		// an error and the allowed group's cost stayed consumed.
+		Name: "cluster refund of a large sliding log cost",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{0, AllowAll, []Req{{0, redlimit.PerMinute(10000).SlidingLog(), 9000, false}, {1, redlimit.PerMinute(1).FixedWindow(), 2, false}}},
+			{0, Peek, []Req{{0, redlimit.PerMinute(10000).SlidingLog(), 10000, false}}},
+		}},
+	},
+	{
+		// Found here: where count * period passes 2^53 (100,000 a year
+		// does), the sliding window's float64 products rounded, and a
+		// denial could come with a RetryAfter of 0, or name an instant at
+		// which the same cost was still denied.
+		Name: "sliding window RetryAfter at 100,000 a year",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{36201760916775 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 4248, false}}},
+			{37228926248805 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 21795, false}}},
+			{38846807488735 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 31405, false}}},
+			{44485055905463 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 21065, false}}},
+			// Denied, RetryAfter 4671h9m1.505327s; at that instant the same
+			// cost was denied again, with a RetryAfter of 0.
+			{53229391467047 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 31519, false}}},
+		}},
+	},
+	{
+		// The same, after a count decrease.
+		Name: "sliding window RetryAfter at a large count and period",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{0, Allow, []Req{{0, redlimit.Per(100, 216139864224155*micro), 99, false}}},
+			{0, Allow, []Req{{0, redlimit.Per(10, 216139864224155*micro), 3, false}}},
+		}},
+	},
+	{
+		// Found here: after a clock step back, a token bucket's arrival
+		// time can be more than the tolerance ahead of now, and the Redis
+		// scripts' d + cost*T passed 2^53 (here 2^53 + 1) and rounded:
+		// RetryAfter was 1 µs short of the memory store's. The tolerance
+		// is 2^52 µs, the most a limit may have.
+		Name: "token bucket RetryAfter beyond 2^53 after a clock step back",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{micro, Allow, []Req{{0, redlimit.Per(1, 1<<32*micro).TokenBucket(1 << 20), 1 << 20, false}}},
+			{0, Allow, []Req{{0, redlimit.Per(1, 1<<32*micro).TokenBucket(1 << 20), 1 << 20, false}}},
+		}},
+	},
+	{
+		// Found here: a reference that weighed the previous window in
+		// float64 answered a Remaining 1 above the exact one, at a count
+		// near MaxCount over a year (the stores' exact answer stands).
+		Name: "sliding window Remaining at a count near MaxCount",
+		Seq: Sequence{Start: time.UnixMicro(1700009712802943), Ops: []Op{
+			{4956 * micro, Allow, []Req{{2, redlimit.Per(1099511627775, 8760*time.Hour), 3, false}}},
+			{34470287197056 * micro, AllowAll, []Req{{0, redlimit.Per(50, time.Millisecond).FixedWindow(), 1, false}, {2, redlimit.Per(1099511627775, 8760*time.Hour), 1, false}, {1, redlimit.Per(1099511627775, 8760*time.Hour), 3, false}}},
+		}},
+	},
+	{
+		// Found by FuzzModel on Redis when the stores met: a token bucket's
+		// debit set its arrival time up to now + tau + MaxPeriod, which
+		// passed 2^53 µs at a late instant with a tolerance near 2^52, and
+		// Redis rounded it 1 µs off the memory store's. The arrival time
+		// now stays at most 2^53 µs after the epoch.
+		Name: "token bucket debit arrival time beyond 2^53",
+		Seq: Sequence{Start: time.UnixMicro(1699999980000001), Ops: []Op{
+			{2803599647370495 * micro, Allow, []Req{{0, redlimit.Per(2, 87840*time.Hour).TokenBucket(28), 3, false}}},
+			{2803599647359102 * micro, AllowAll, []Req{{0, redlimit.Per(2, 87840*time.Hour).TokenBucket(28), 28, true}}},
+		}},
+	},
+}
+
+// RunRegressions replays each of Regressions in a fresh Env, as a subtest;
+// with opts.NoDebits, those without debits.
+func RunRegressions(t *testing.T, newEnv NewEnv, opts Options) {
+	for _, r := range Regressions {
+		t.Run(r.Name, func(t *testing.T) {
+			if opts.NoDebits && r.Seq.hasDebits() {
+				t.Skip("a sequence with debits (Options.NoDebits)")
+			}
+			if f := Replay(newEnv(t), r.Seq); f != nil {
+				t.Fatal(f)
+			}
+		})
+	}
+}

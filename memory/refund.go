@@ -1,0 +1,206 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redlimit/redlimit"
+)
+
+var _ redlimit.Refunder = (*Store)(nil)
+
+// wrote is what an admission of an allowed decision wrote: the entry it was
+// counted in, and its mark, the expiry the commit gave the entry (the end
+// of the window it was counted in, or of the next one for a sliding window;
+// a sliding log's entry time plus the period; a token bucket's new TAT).
+// For a token bucket, given and epoch are its refundable record's then.
+type wrote struct {
+	e            *entry
+	mark         int64
+	given, epoch int64
+}
+
+// record returns what Refund needs of a request an Admit counted in e at
+// now, whose commit gave e the expiry mark. A token bucket's admission
+// gives the bucket a refundable record if it has none.
+func record(e *entry, now, mark int64, debit bool) wrote {
+	w := wrote{e: e, mark: mark}
+	if e.p.alg == redlimit.TokenBucket && !debit {
+		if e.bucket.rec == nil {
+			e.bucket.rec = &refundable{last: now}
+		}
+		w.given, w.epoch = e.bucket.rec.given, e.bucket.rec.epoch
+	}
+	return w
+}
+
+// refundable is what a token bucket's refunds need, kept from the first
+// Admit that counted a request in it (redisstore keeps the same in the
+// bucket's key, lua/refund.lua):
+//   - given: the µs that refunds gave back since the epoch began;
+//   - last: the latest instant an admission or debit was counted at since
+//     the record was made;
+//   - epoch: changes when a debit reached the debt bound, or given grew
+//     past maxGiven; a refund of a request counted in another epoch gives
+//     nothing back.
+//
+// A refund of k units of a request R of emission interval ei, whose
+// admission left the TAT at mark and given at g0, lowers the TAT y by
+//
+//	b = min(k*ei, mark - (given - g0) - last, y - now)
+//
+// (nothing when b <= 0). The exact account is the TAT of a replay of the
+// same admissions and debits with R costing k*ei µs less (every earlier
+// refund applied the same way). In the replay, lowering R's cost by b
+// lowers the TAT by exactly b while every admission or debit after R still
+// finds the replay's TAT at least b after its own instant (an admission at
+// t maps the TAT T to max(T, t) + cost: a shift passes whole while T - b >=
+// t, and shrinks, down to none at an idle bucket, below). Right after R
+// the replay's TAT is at least mark less what refunds of earlier requests
+// gave back since (each lowers it by what it gave), at most given - g0;
+// admissions only raise it; so before each later admission, at t <= last,
+// it is at least mark - (given - g0) - last ahead of t: b is a shift that
+// passes whole, and the bucket is left exactly where the replay with R
+// costing b less is, never below the exact account. b = k*ei (the exact
+// account itself) whenever nothing came between, only refunds did, or the
+// admissions between came while the bucket stayed more than the refund and
+// the refunds since ahead of them. A debit that did not fit moves the TAT
+// as an admission does, except at the debt bound, where the TAT no longer
+// depends on R's cost: that starts a new epoch.
+type refundable struct {
+	given, last, epoch int64
+}
+
+// maxGiven bounds given, so that the Redis store's copy stays an exact Lua
+// number: a refund that takes it past starts a new epoch.
+const maxGiven = 1 << 52
+
+// cutBucket starts a new epoch of e's refundable record, if it has one,
+// when a debit of n at now that does not fit reaches the debt bound
+// (charge): it then writes a TAT that a smaller cost before it would not
+// have changed, or none.
+func cutBucket(e *entry, p *params, now, n int64) {
+	if p.alg != redlimit.TokenBucket || e == nil || e.bucket.rec == nil {
+		return
+	}
+	var d int64
+	if now < e.expires && e.bucket.tat > now {
+		d = e.bucket.tat - now
+	}
+	if bound := min(p.tau+maxPeriodMicros, maxTAT-now); d >= bound || n > (bound-d)/p.ei {
+		r := e.bucket.rec
+		r.epoch, r.given, r.last = r.epoch+1, 0, max(r.last, now)
+	}
+}
+
+// Admit implements [redlimit.Refunder]: it is AllowAll, and the Grant of an
+// allowed decision records the entry each request was counted in.
+func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.Grant, error) {
+	w := make([]wrote, len(reqs))
+	d, err := s.allowAll(ctx, reqs, w)
+	if err != nil {
+		return nil, err
+	}
+	return &redlimit.Grant{Decision: d, Requests: reqs, Receipt: w}, nil
+}
+
+// Refund implements [redlimit.Refunder]. An admission is given back only
+// from the entry it was counted in, found by identity, so a Reset (which
+// drops the entry) or an eviction (which drops only idle entries) since the
+// decision leaves nothing to give back. From that entry:
+//   - fixed and sliding window: back[i] out of the count of the window the
+//     request was counted in, if the key still counts that window and it
+//     holds that much;
+//   - sliding log: back[i] out of the log entry at the request's time, if
+//     it holds that much (the later entries' counts stay);
+//   - token bucket: the TAT lowered as refundable says: exactly back[i]
+//     when nothing came in between, or only other refunds, or admissions
+//     that found the bucket more than that ahead; less, down to nothing,
+//     otherwise, never below the exact account.
+func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
+	if err := redlimit.ValidateRefund(g, back); err != nil {
+		return fmt.Errorf("memory: refund: %w", err)
+	}
+	w, ok := g.Receipt.([]wrote)
+	if !ok || len(w) != len(g.Requests) {
+		return fmt.Errorf("memory: refund: %w: not made by a memory store", redlimit.ErrInvalidGrant)
+	}
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if !g.Allowed {
+		return nil
+	}
+	for i, r := range g.Requests {
+		if back[i] == 0 || w[i].e == nil {
+			continue
+		}
+		v, ok := s.keys.Load(r.Key)
+		if !ok {
+			continue
+		}
+		sl := v.(*slot)
+		sl.mu.Lock()
+		if !sl.dead && sl.find(r.Limit.Algorithm, r.Limit.Period) == w[i].e {
+			giveBack(w[i].e, s.micros(), back[i], w[i], r.Limit)
+		}
+		sl.mu.Unlock()
+	}
+	return nil
+}
+
+// giveBack takes k units of a request of limit l whose commit wrote w out
+// of e, at now, as Refund says.
+func giveBack(e *entry, now, k int64, w wrote, l redlimit.Limit) {
+	mark := w.mark
+	if now >= e.expires || now >= mark {
+		return // the request's state has expired
+	}
+	W := e.p.window
+	switch e.p.alg {
+	case redlimit.FixedWindow:
+		if ws := &e.windows; ws.index == mark/W-1 && ws.count >= k {
+			ws.count -= k
+		}
+	case redlimit.SlidingWindow:
+		w := mark/W - 2
+		switch ws := &e.windows; {
+		case ws.index == w && ws.count >= k:
+			ws.count -= k
+		case ws.index == w+1 && ws.prev >= k:
+			ws.prev -= k
+		}
+	case redlimit.SlidingLog:
+		e.log.take(mark-W, k)
+	default:
+		r, y := e.bucket.rec, e.bucket.tat
+		if r == nil || r.epoch != w.epoch {
+			return
+		}
+		// k <= the request's cost <= its burst, so k*ei <= its tau.
+		b := min(k*l.EmissionInterval(), mark-(r.given-w.given)-r.last, y-now)
+		if b <= 0 {
+			return
+		}
+		e.bucket.tat -= b
+		if r.given += b; r.given > maxGiven {
+			r.epoch, r.given = r.epoch+1, 0
+		}
+	}
+}
+
+// take removes k units from the entry at time t, if it holds that many;
+// the later entries keep theirs.
+func (r *ring) take(t, k int64) {
+	i := r.firstAfter(t - 1)
+	if i == r.n || r.at(i).at != t || int64(r.cumAfter(i)-r.at(i).cum) < k {
+		return
+	}
+	for j := i + 1; j < r.n; j++ {
+		r.at(j).cum -= uint64(k)
+	}
+	r.total -= uint64(k)
+	if i == r.n-1 && r.total == r.at(i).cum {
+		r.n-- // the newest entry, now empty
+	}
+}

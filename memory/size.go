@@ -1,0 +1,60 @@
+package memory
+
+import "github.com/redlimit/redlimit"
+
+// Estimated sizes of what a Store holds, in bytes, for WithMaxBytes: what
+// the heap grows by, measured with runtime.MemStats by TestSizeEstimate
+// (Go 1.26, amd64): a million fixed-window states of 16-byte keys grew the
+// heap by 323 bytes a key, 307 besides the key's bytes; 20,000 by 324.
+const (
+	// slotBytes is a key's share besides its bytes: its slot (lock, chain,
+	// key header, place in the sampler: a 48-byte allocation), its node in
+	// the sync.Map (a 48-byte entry and a share of the trie's inner nodes)
+	// and its pointer in the sampler's array (which grows by doubling).
+	slotBytes = 180
+	// entryBytes is a state besides its sliding log's buffer: the entry
+	// struct, a 128-byte allocation.
+	entryBytes = 130
+	// logEntryBytes is one slot of a sliding log's buffer: the time of an
+	// instant at which requests were admitted and the units before it.
+	// (The allocator rounds a buffer up to its size class.)
+	logEntryBytes = 16
+)
+
+// keySize returns the estimated bytes a key takes besides its states: the
+// store keeps the key's string.
+func keySize(key string) int64 { return slotBytes + int64(len(key)) }
+
+// size returns the estimated bytes of e: the entry and its sliding log's
+// buffer, which is kept at its capacity while e lives.
+func (e *entry) size() int64 {
+	return entryBytes + logEntryBytes*int64(cap(e.log.buf))
+}
+
+// grows reports whether committing a request of cost n under p to e may
+// change e.size(): only a sliding log's buffer grows, when it is full and
+// the request needs a new entry. It counts the entries that the commit
+// would trim too, to stay cheap: sizeAfter tells exactly.
+func (e *entry) grows(p *params, n int64) bool {
+	return p.alg == redlimit.SlidingLog && e.log.n == len(e.log.buf)
+}
+
+// sizeAfter returns at most what e.size() is after a request under p,
+// allowed at now, is committed to e, or to a new entry if e is nil. A
+// sliding log keeps its live entries (commit trims the others) and at most
+// one more, whatever the cost; if they do not fit, ring.grow doubles the
+// buffer, to at least four entries.
+func (e *entry) sizeAfter(p *params, now, n int64) int64 {
+	var live, capacity int64
+	if e != nil {
+		capacity = int64(cap(e.log.buf))
+		if now < e.expires {
+			first, _ := e.log.live(now - p.window)
+			live = int64(e.log.n - first)
+		}
+	}
+	if p.alg != redlimit.SlidingLog || live+1 <= capacity {
+		return entryBytes + logEntryBytes*capacity
+	}
+	return entryBytes + logEntryBytes*max(4, 2*capacity)
+}

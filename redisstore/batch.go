@@ -1,0 +1,394 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Batch caps: a batch holds at most maxBatch decisions and about
+// maxBatchBytes of keys and arguments, so that one script call cannot hold
+// Redis for long (docs/BENCHMARKS.md measures the worst batch).
+const (
+	maxBatch      = 64
+	maxBatchBytes = 32 << 10
+)
+
+// WithBatching turns batching on (the default) or off. With batching, the
+// decisions ([Store.AllowN], [Store.Peek], [Store.AllowAll] and
+// [Store.Admit]) that reach the Store for one Redis node while a call to
+// that node is in flight wait for it and then go together as one script
+// call, which decides them one after another in their order of arrival,
+// at one instant: each gets the answer it would have got alone at that
+// instant, and concurrent requests for one key are admitted greedily in
+// arrival order, each if it still fits. A caller that finds no call in
+// flight is sent at once, with the script it would run without batching,
+// so an idle Store adds no delay. Without batching, every decision is a
+// script call of its own. On Redis Cluster a batch is of one node (see
+// [WithNodeBatches]); an AllowAll of several identifiers is decided in
+// groups (see [Store.AllowAll]), each batched with the node's decisions.
+func WithBatching(on bool) Option {
+	return func(s *Store) error {
+		s.noBatching = !on
+		return nil
+	}
+}
+
+// batcher groups the decisions bound for one destination (a standalone
+// server, a Cluster slot or a Cluster node): at most one call of the
+// destination is in flight at a time; what arrives meanwhile waits in
+// queue and goes in the next call (group commit, with no timer).
+type batcher struct {
+	s    *Store
+	node string // a Cluster node's address: its batches go to it with the keys in ARGV (pernode.go); "" otherwise
+
+	mu    sync.Mutex
+	busy  bool // a call is in flight, or is about to be sent
+	queue []*pending
+}
+
+// pending is one decision waiting for a batch: of one limit (AllowN, Peek)
+// or of several (AllowAll, one hash tag).
+type pending struct {
+	ctx   context.Context
+	op    string           // opAllow or opPeek; opAllow for several limits
+	req   redlimit.Request // one limit
+	key   string           // its Redis key
+	reqs  []redlimit.Request
+	keys  []string // several limits (reqs not nil): their Redis keys, one hash tag
+	slot  int      // the Cluster slot of the keys
+	state int      // queued, sent or cancelled; under the batcher's mu
+	out   outcome  // the answer, filled by the call that decides it
+	done  chan outcome
+}
+
+const (
+	queued = iota
+	sent
+	cancelled
+)
+
+// outcome is a decision's answer: res for one limit, results for several,
+// at the time (µs) it was decided at; or the error of its call.
+type outcome struct {
+	res     redlimit.Result
+	results []redlimit.Result
+	at      int64
+	err     error
+}
+
+// size is roughly what p adds to a batch call, in bytes.
+func (p *pending) size() int {
+	if p.reqs == nil {
+		return len(p.key) + 48
+	}
+	n := 8
+	for _, k := range p.keys {
+		n += len(k) + 64
+	}
+	return n
+}
+
+// limits is how many limits p decides.
+func (p *pending) limits() int {
+	if p.reqs == nil {
+		return 1
+	}
+	return len(p.reqs)
+}
+
+// newPending returns the pending decision of op on reqs (AllowAll's,
+// opAllow, when several or a debit), whose Redis keys share one slot.
+func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Request) *pending {
+	p := &pending{ctx: ctx, op: op}
+	if len(reqs) == 1 && !reqs[0].Debit {
+		p.req = reqs[0]
+		p.key = s.key(hashTag(p.req.Key), p.req.Limit)
+	} else {
+		p.reqs = reqs
+		p.keys = make([]string, len(reqs))
+		for i, r := range reqs {
+			p.keys[i] = s.key(hashTag(r.Key), r.Limit)
+		}
+	}
+	// Only Cluster routes by slot: one server needs no CRC16 per decision.
+	if s.batches.slots != nil || s.batches.nodes != nil {
+		if p.reqs == nil {
+			p.slot = keySlot(p.key)
+		} else {
+			p.slot = keySlot(p.keys[0])
+		}
+	}
+	return p
+}
+
+// decide decides p through b and returns its outcome.
+func (b *batcher) decide(p *pending) outcome {
+	ctx := p.ctx
+	b.mu.Lock()
+	if !b.busy {
+		// Nothing in flight: this caller's call goes now, as it would
+		// without batching, and whatever arrives meanwhile follows it.
+		b.busy = true
+		b.mu.Unlock()
+		o := b.s.decideAlone(ctx, p, b.s.scriptTime())
+		b.next()
+		return o
+	}
+	p.done = make(chan outcome, 1)
+	b.queue = append(b.queue, p)
+	b.mu.Unlock()
+	select {
+	case o := <-p.done:
+		return o
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	st := p.state
+	if st == queued {
+		// Never sent: taken out, it cannot be applied.
+		p.state = cancelled
+	}
+	b.mu.Unlock()
+	if st == sent {
+		select {
+		case o := <-p.done:
+			return o
+		default:
+		}
+	}
+	// Sent and not answered yet: the batch goes on for the others, and
+	// this decision may or may not be applied, as a call of its own
+	// cancelled in flight.
+	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
+}
+
+// next is called when b's call in flight has answered: it sends what
+// queued meanwhile, from a goroutine that carries on while more queues, or
+// leaves b idle.
+func (b *batcher) next() {
+	batch := b.take(nil)
+	if batch != nil {
+		go b.run(batch)
+	}
+}
+
+// take returns the next batch from the queue, in arrival order, within the
+// caps, reusing buf; or nil, marking b idle, when nothing waits.
+func (b *batcher) take(buf []*pending) []*pending {
+	batch := buf[:0]
+	bytes, limits := 0, 0
+	b.mu.Lock()
+	i := 0
+	for ; i < len(b.queue) && limits < maxBatch; i++ {
+		p := b.queue[i]
+		if p.state == cancelled {
+			continue
+		}
+		if len(batch) > 0 && (bytes+p.size() > maxBatchBytes || limits+p.limits() > maxBatch) {
+			break
+		}
+		p.state = sent
+		batch = append(batch, p)
+		bytes += p.size()
+		limits += p.limits()
+	}
+	n := copy(b.queue, b.queue[i:])
+	clear(b.queue[n:])
+	b.queue = b.queue[:n]
+	if len(batch) == 0 {
+		b.busy = false
+		batch = nil
+	}
+	b.mu.Unlock()
+	return batch
+}
+
+// run sends batch, then every batch that queues meanwhile, until the queue
+// is empty.
+func (b *batcher) run(batch []*pending) {
+	for batch != nil {
+		b.send(batch)
+		clear(batch)
+		batch = b.take(batch)
+	}
+}
+
+// send decides batch in one script call (two or more on a Cluster node
+// that did not serve every key, see pernode.go) and gives each caller its
+// answer, or its call's error. The call's context is cancelled by no
+// caller (a caller that gives up must not lose the others' decisions); it
+// has the latest of the callers' deadlines, if each has one.
+func (b *batcher) send(batch []*pending) {
+	ctx := context.WithoutCancel(batch[0].ctx)
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			latest = time.Time{}
+			break
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if !latest.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
+	at := b.s.scriptTime()
+	if len(batch) == 1 {
+		p := batch[0]
+		p.done <- b.s.decideAlone(ctx, p, at)
+		return
+	}
+	sortRuns(batch)
+	b.s.sendBatch(ctx, batch, at, b.node)
+	for _, p := range batch {
+		p.done <- p.out
+	}
+}
+
+// sortRuns puts the single-limit decisions on one key together, in
+// arrival order, so that the batch script reads and writes the key once
+// for all of them (lua/batch.lua): decisions on different keys commute at
+// one instant. A decision of several limits stays where it is, and so
+// does every decision relative to it.
+func sortRuns(batch []*pending) {
+	byKey := func(x, y *pending) int { return strings.Compare(x.key, y.key) }
+	from := 0
+	for i, p := range batch {
+		if p.reqs != nil {
+			slices.SortStableFunc(batch[from:i], byKey)
+			from = i + 1
+		}
+	}
+	slices.SortStableFunc(batch[from:], byKey)
+}
+
+// decideAlone decides p in the script it runs without batching (the
+// single-limit script of its algorithm, or the decision script for
+// several limits), at the time at (ARGV[2]).
+func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome {
+	if p.reqs != nil {
+		keys, args := s.decisionArgsKeys(p.op, p.reqs, p.keys, at)
+		reply, err := s.b.eval(ctx, decideScript, keys, args)
+		if err != nil {
+			return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
+		}
+		if len(reply) != 1+4*len(p.reqs) {
+			return outcome{err: fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(p.reqs))}
+		}
+		o := outcome{results: make([]redlimit.Result, len(p.reqs)), at: reply[0]}
+		for i, r := range p.reqs {
+			o.results[i] = result(r, reply[1+4*i:5+4*i])
+		}
+		return o
+	}
+	reply, err := s.callSingleLimitScript(ctx, p.op, p.req, p.key, at)
+	if err != nil {
+		return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
+	}
+	if len(reply) != 5 {
+		return outcome{err: fmt.Errorf("redisstore: %w: %d values for 1 limit", redlimit.ErrBadReply, len(reply))}
+	}
+	return outcome{res: result(p.req, reply[1:5]), at: reply[0]}
+}
+
+// decideBatch decides batch in one run of the batch script (see
+// lua/batch.lua) at the time at, and fills each decision's out. With node
+// "", the call goes through the client, routed by its keys (KEYS), which
+// must share one slot on Cluster; otherwise it goes to the Cluster node
+// node with the keys in ARGV and the allow-cross-slot-keys flag (see
+// pernode.go). The error is the call's; the outs are then untouched.
+func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
+	nkeys, nvals := 0, 4
+	for _, p := range batch {
+		if p.reqs == nil {
+			nkeys, nvals = nkeys+1, nvals+5
+		} else {
+			nkeys, nvals = nkeys+len(p.reqs), nvals+2+7*len(p.reqs)
+		}
+	}
+	keys := make([]string, 0, nkeys)
+	args := make([]string, 4, nvals+nkeys)
+	args[0], args[1], args[2] = strconv.Itoa(len(batch)), at, s.margin
+	for _, p := range batch {
+		if p.reqs != nil {
+			args = append(args, "m", strconv.Itoa(len(p.reqs)))
+			for i, r := range p.reqs {
+				kind := "0"
+				if r.Debit {
+					kind = "1"
+				}
+				args = append(appendLimitArgs(args, r), kind)
+				keys = append(keys, p.keys[i])
+			}
+			continue
+		}
+		l := p.req.Limit
+		window, count := l.Period.Microseconds(), l.Count
+		if l.Algorithm == redlimit.TokenBucket {
+			window, count = l.EmissionInterval(), l.Burst
+		}
+		op := "a"
+		if p.op == opPeek {
+			op = "p"
+		}
+		args = append(args, op, strconv.Itoa(int(l.Algorithm)), strconv.FormatInt(window, 10), strconv.FormatInt(count, 10), strconv.FormatInt(p.req.Cost, 10))
+		keys = append(keys, p.key)
+	}
+	var reply []int64
+	var err error
+	if node == "" {
+		reply, err = s.b.eval(ctx, batchScript, keys, args)
+	} else {
+		args[3] = strconv.Itoa(len(args))
+		args = append(args, keys...)
+		reply, err = s.batches.nodes.nb.evalOn(ctx, node, batchCrossSlotScript, keys[:1], args)
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: batch of %d: %w", len(batch), err)
+	}
+	if len(reply) != 1+4*nkeys {
+		return fmt.Errorf("redisstore: %w: %d values for a batch of %d limits", redlimit.ErrBadReply, len(reply), nkeys)
+	}
+	v := reply[1:]
+	for _, p := range batch {
+		p.out = outcome{at: reply[0]}
+		if p.reqs == nil {
+			p.out.res = result(p.req, v[:4])
+			v = v[4:]
+			continue
+		}
+		p.out.results = make([]redlimit.Result, len(p.reqs))
+		for i, r := range p.reqs {
+			p.out.results[i] = result(r, v[:4])
+			v = v[4:]
+		}
+	}
+	return nil
+}
+
+// result makes r's result from the script's four values: allowed (1/0),
+// remaining, retry-after µs (-1 for never) and reset-after µs.
+func result(r redlimit.Request, v []int64) redlimit.Result {
+	res := redlimit.Result{
+		Allowed:    v[0] == 1,
+		Limit:      r.Limit.Max(),
+		Remaining:  v[1],
+		RetryAfter: micros(v[2]),
+		ResetAfter: micros(v[3]),
+	}
+	if v[2] < 0 {
+		res.RetryAfter = redlimit.Never
+	}
+	return res
+}

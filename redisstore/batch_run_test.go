@@ -1,0 +1,245 @@
+package redisstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// TestBatchRunsMatchCallsOneByOne checks the batch script's runs (several
+// decisions on one key, decided on the state read once and written once)
+// against the same decisions made one by one, without batching, at the
+// same instant: random batches over three keys, every algorithm, limits
+// whose count changes under the state, costs up to a little above the
+// limit, allows and peeks, a clock that sometimes steps back. Every answer
+// must be the same, and so must every key's state, which a peek of each
+// key after every batch compares.
+func TestBatchRunsMatchCallsOneByOne(t *testing.T) {
+	bases := []redlimit.Limit{
+		redlimit.Per(6, 100*time.Millisecond).FixedWindow(),
+		redlimit.Per(7, time.Second).SlidingLog(),
+		redlimit.Per(10, time.Second).SlidingWindow(),
+		redlimit.Per(3, 70*time.Millisecond).SlidingWindow(),
+		redlimit.Per(3, time.Second).TokenBucket(4),
+		redlimit.Per(7, 100*time.Millisecond).TokenBucket(2),
+	}
+	for _, d := range []deployment{deployments[0], deployments[2]} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			seed := rand.Uint64()
+			rng := rand.New(rand.NewPCG(seed, 13))
+			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
+			p := prefix(t)
+			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
+			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			ctx := context.Background()
+			keys := []string{"a", "b", "c"}
+			if d.cluster {
+				keys = keys[:1] // a batch is of one slot
+			}
+			for round := range 300 {
+				clock.keepUp()
+				if rng.IntN(10) == 0 {
+					clock.Advance(-time.Duration(rng.IntN(50)) * time.Millisecond)
+				} else {
+					clock.Advance(time.Duration(rng.IntN(40)) * time.Millisecond)
+				}
+				n := 1 + rng.IntN(12)
+				reqs := make([]redlimit.Request, 0, n)
+				for len(reqs) < n {
+					l := bases[rng.IntN(len(bases))]
+					key := keys[rng.IntN(len(keys))]
+					// A run of several requests on the key.
+					for range 1 + rng.IntN(5) {
+						v := l
+						if rng.IntN(4) == 0 {
+							v.Count = 2*l.Count + 1
+							if v.Algorithm == redlimit.TokenBucket {
+								v.Burst = 1 + rng.Int64N(2*l.Burst)
+							}
+						}
+						reqs = append(reqs, redlimit.Request{Key: key, Limit: v, Cost: 1 + rng.Int64N(v.Count+1)})
+					}
+				}
+				peek := make([]bool, len(reqs))
+				for i := range peek {
+					peek[i] = rng.IntN(5) == 0
+				}
+				got, err := batched.DecideBatch(ctx, reqs, peek)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range reqs {
+					var want redlimit.Result
+					if peek[i] {
+						want, err = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
+					} else {
+						want, err = alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got[i] != want {
+						t.Fatalf("seed %d, round %d, decision %d of %d (%s %s cost %d, peek %v): batch %+v, one by one %+v", seed, round, i, len(reqs), r.Key, r.Limit, r.Cost, peek[i], got[i], want)
+					}
+				}
+				for _, l := range bases {
+					for _, key := range keys {
+						g, err1 := batched.Peek(ctx, key, l, 1)
+						w, err2 := alone.Peek(ctx, key, l, 1)
+						if err1 != nil || err2 != nil || g != w {
+							t.Fatalf("seed %d, round %d: %s %s after the batch: %+v (%v), one by one %+v (%v)", seed, round, key, l, g, err1, w, err2)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// sameNodeKeys returns n identifiers whose slots differ and are all served
+// by one master of the shared cluster, and one identifier served by
+// another master.
+func sameNodeKeys(t *testing.T, s *redisstore.Store, n int) (keys []string, far string) {
+	t.Helper()
+	cl := redistest.SharedCluster(t)
+	l := redlimit.PerSecond(1).FixedWindow()
+	var first *redistest.Server
+	slots := map[int]bool{}
+	for i := 0; len(keys) < n || far == ""; i++ {
+		if i > 10_000 {
+			t.Fatal("no identifiers found on one master")
+		}
+		id := "k" + strconv.Itoa(i)
+		rk := s.KeyOf(id, l)
+		m, err := cl.MasterFor(rk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case first == nil:
+			first = m
+			keys = append(keys, id)
+			slots[redisstore.KeySlot(rk)] = true
+		case m == first && len(keys) < n && !slots[redisstore.KeySlot(rk)]:
+			keys = append(keys, id)
+			slots[redisstore.KeySlot(rk)] = true
+		case m != first && far == "":
+			far = id
+		}
+	}
+	return keys, far
+}
+
+// TestMixedBatchesMatchCallsOneByOne checks batches that mix single-limit
+// decisions (allows and peeks, in runs on one key) and several-limit
+// decisions (AllowAll of one identifier, with debits) against the same
+// decisions made one by one, without batching, at the same instant. On
+// Cluster the batch goes to one node with keys of several slots (the
+// allow-cross-slot-keys script); in one round of three it also holds a key
+// of another node, so that the node refuses it before writing anything
+// and it is decided again slot by slot. Answers and states must match.
+func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
+	bases := []redlimit.Limit{
+		redlimit.Per(6, 100*time.Millisecond).FixedWindow(),
+		redlimit.Per(7, time.Second).SlidingLog(),
+		redlimit.Per(10, time.Second).SlidingWindow(),
+		redlimit.Per(3, time.Second).TokenBucket(4),
+	}
+	for _, d := range []deployment{deployments[0], deployments[2], deployments[3]} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			seed := rand.Uint64()
+			rng := rand.New(rand.NewPCG(seed, 14))
+			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
+			p := prefix(t)
+			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
+			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			ctx := context.Background()
+			keys, far := []string{"a", "b", "c"}, ""
+			if d.cluster {
+				keys, far = sameNodeKeys(t, batched, 3)
+			}
+			for round := range 200 {
+				clock.keepUp()
+				if rng.IntN(10) == 0 {
+					clock.Advance(-time.Duration(rng.IntN(50)) * time.Millisecond)
+				} else {
+					clock.Advance(time.Duration(rng.IntN(40)) * time.Millisecond)
+				}
+				roundKeys := keys
+				if far != "" && round%3 == 0 {
+					roundKeys = append(slices.Clip(keys), far)
+				}
+				var ds [][]redlimit.Request
+				var peek []bool
+				for range 2 + rng.IntN(12) {
+					key := roundKeys[rng.IntN(len(roundKeys))]
+					if rng.IntN(3) == 0 {
+						// AllowAll of up to three limits of the key, some debits.
+						var reqs []redlimit.Request
+						for _, i := range rng.Perm(len(bases))[:1+rng.IntN(3)] {
+							l := bases[i]
+							reqs = append(reqs, redlimit.Request{Key: key, Limit: l, Cost: 1 + rng.Int64N(l.Count), Debit: rng.IntN(4) == 0})
+						}
+						ds, peek = append(ds, reqs), append(peek, false)
+						continue
+					}
+					l := bases[rng.IntN(len(bases))]
+					for range 1 + rng.IntN(3) {
+						ds = append(ds, []redlimit.Request{{Key: key, Limit: l, Cost: 1 + rng.Int64N(l.Count)}})
+						peek = append(peek, rng.IntN(5) == 0)
+					}
+				}
+				got, err := batched.DecideMixedBatch(ctx, ds, peek, true)
+				if err != nil {
+					t.Fatalf("seed %d, round %d: %v", seed, round, err)
+				}
+				for i, reqs := range ds {
+					var want []redlimit.Result
+					switch {
+					case len(reqs) > 1 || reqs[0].Debit:
+						dec, err := alone.AllowAll(ctx, reqs)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = dec.Results
+					case peek[i]:
+						r, err := alone.Peek(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = []redlimit.Result{r}
+					default:
+						r, err := alone.AllowN(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = []redlimit.Result{r}
+					}
+					if !slices.Equal(got[i], want) {
+						t.Fatalf("seed %d, round %d, decision %d of %d (%+v, peek %v): batch %+v, one by one %+v", seed, round, i, len(ds), reqs, peek[i], got[i], want)
+					}
+				}
+				for _, l := range bases {
+					for _, key := range roundKeys {
+						g, err1 := batched.Peek(ctx, key, l, 1)
+						w, err2 := alone.Peek(ctx, key, l, 1)
+						if err1 != nil || err2 != nil || g != w {
+							t.Fatalf("seed %d, round %d: %s %s after the batch: %+v (%v), one by one %+v (%v)", seed, round, key, l, g, err1, w, err2)
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,334 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// ownServerStore returns a server of its own, whose command statistics
+// only this test moves, and a Store on it through rueidis.
+func ownServerStore(t *testing.T, opts ...redisstore.Option) (*redistest.Server, *redisstore.Store) {
+	t.Helper()
+	srv := redistest.Start(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := redisstore.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, s
+}
+
+// scriptCalls returns how many script calls (EVALSHA and EVAL) srv has run
+// since its statistics were reset.
+func scriptCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			rest, ok := strings.CutPrefix(line, cmd)
+			if !ok {
+				continue
+			}
+			calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+			c, err := strconv.Atoi(calls)
+			if err != nil {
+				t.Fatalf("INFO commandstats: %q: %v", line, err)
+			}
+			n += c
+		}
+	}
+	return n
+}
+
+// TestBatchesForm shows that concurrent decisions share script calls, and
+// that a hot key is still exact: 64 goroutines on one key admit exactly
+// the limit, in fewer script calls than decisions. With batching off,
+// every decision is a call of its own.
+func TestBatchesForm(t *testing.T) {
+	const (
+		workers = 64
+		tries   = 40
+		limit   = 1000
+	)
+	for _, on := range []bool{true, false} {
+		t.Run("batching="+strconv.FormatBool(on), func(t *testing.T) {
+			t.Parallel()
+			srv, s := ownServerStore(t, redisstore.WithBatching(on))
+			l := redlimit.Per(limit, redlimit.MaxPeriod).FixedWindow()
+			if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+				t.Fatal(err)
+			}
+			if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+				t.Fatal(err)
+			}
+			// The callers start while Redis is paused, so that they are all
+			// waiting when it resumes, however the scheduler of a loaded
+			// machine runs them: batches form from the first call on, and
+			// keep forming while the callers come straight back.
+			if err := srv.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Go(func() {
+					for range tries {
+						r, err := s.AllowN(context.Background(), "hot", l, 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if r.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			time.Sleep(200 * time.Millisecond)
+			if err := srv.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if got := admitted.Load(); got != limit {
+				t.Errorf("admitted %d of %d, want exactly %d", got, workers*tries, limit)
+			}
+			calls := scriptCalls(t, srv)
+			t.Logf("%d decisions in %d script calls", workers*tries, calls)
+			// Half the calls at most: well clear of one a decision, and of
+			// what a loaded machine's scheduling can make of the rounds
+			// after the first (177 to 478 calls for 2,560 decisions seen).
+			if on && calls > workers*tries/2 {
+				t.Errorf("%d script calls for %d concurrent decisions: batches did not form", calls, workers*tries)
+			}
+			if !on && calls != workers*tries {
+				t.Errorf("%d script calls for %d decisions without batching, want one each", calls, workers*tries)
+			}
+		})
+	}
+}
+
+// TestLoneCallerGoesAtOnce shows that a caller alone is not held back for
+// a batch: each of its decisions is one script call, made by the caller
+// itself, with nothing left queued between calls.
+func TestLoneCallerGoesAtOnce(t *testing.T) {
+	srv, s := ownServerStore(t)
+	l := redlimit.PerHour(1).TokenBucket(1000)
+	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		r, err := s.AllowN(context.Background(), "lone", l, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Allowed || r.Remaining != int64(999-i) {
+			t.Fatalf("decision %d: %+v, want allowed with %d remaining", i, r, 999-i)
+		}
+		if busy, waiting := s.BatchState(); busy || waiting != 0 {
+			t.Fatalf("after decision %d: busy %v, %d waiting; want idle", i, busy, waiting)
+		}
+	}
+	if calls := scriptCalls(t, srv); calls != n {
+		t.Errorf("%d script calls for %d decisions one after another, want %d", calls, n, n)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type answer struct {
+	r   redlimit.Result
+	err error
+}
+
+// goAllow starts AllowN of cost 1 on key and returns where its answer
+// will be.
+func goAllow(s *redisstore.Store, ctx context.Context, key string, l redlimit.Limit) chan answer {
+	ch := make(chan answer, 1)
+	go func() {
+		r, err := s.AllowN(ctx, key, l, 1)
+		ch <- answer{r, err}
+	}()
+	return ch
+}
+
+// receive returns the answer from ch, failing the test after 10 s.
+func receive(t *testing.T, what string, ch chan answer) answer {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no answer within 10 s", what)
+		return answer{}
+	}
+}
+
+// TestBatchCancellation shows that a caller who gives up neither loses nor
+// doubles another's decision: with the server paused, caller 1's call (on
+// another key) is in flight and callers 2, 3 and 4 wait for the next
+// batch. Caller 4 gives up while waiting: its decision is never sent.
+// Caller 1 gives up, so the batch of 2 and 3 goes; caller 2 gives up while
+// it is in flight. When the server resumes, caller 3 gets its answer after
+// caller 2's decision, and the key has counted exactly callers 2 and 3.
+// (Caller 1's decision may or may not be applied, as for any call
+// cancelled in flight.)
+func TestBatchCancellation(t *testing.T) {
+	srv, s := ownServerStore(t)
+	l := redlimit.PerHour(10).FixedWindow()
+	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	ctx4, cancel4 := context.WithCancel(context.Background())
+	defer cancel1()
+	defer cancel2()
+	defer cancel4()
+	a1 := goAllow(s, ctx1, "other", l)
+	waitUntil(t, "caller 1 is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+	a2 := goAllow(s, ctx2, "k", l)
+	waitUntil(t, "caller 2 waits", func() bool { _, n := s.BatchState(); return n == 1 })
+	a3 := goAllow(s, context.Background(), "k", l)
+	waitUntil(t, "caller 3 waits", func() bool { _, n := s.BatchState(); return n == 2 })
+	a4 := goAllow(s, ctx4, "k", l)
+	waitUntil(t, "caller 4 waits", func() bool { _, n := s.BatchState(); return n == 3 })
+
+	cancel4()
+	if a := receive(t, "caller 4", a4); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("caller 4, cancelled while waiting: %+v, %v; want context.Canceled", a.r, a.err)
+	}
+	cancel1()
+	if a := receive(t, "caller 1", a1); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("caller 1, cancelled in flight: %+v, %v; want context.Canceled", a.r, a.err)
+	}
+	waitUntil(t, "the batch of callers 2 and 3 is sent", func() bool { _, n := s.BatchState(); return n == 0 })
+	cancel2()
+	if a := receive(t, "caller 2", a2); !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("caller 2, cancelled in flight: %+v, %v; want context.Canceled", a.r, a.err)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	a := receive(t, "caller 3", a3)
+	if a.err != nil || !a.r.Allowed || a.r.Remaining != 8 {
+		t.Fatalf("caller 3: %+v, %v; want allowed, 8 remaining (after caller 2)", a.r, a.err)
+	}
+	r, err := s.Peek(context.Background(), "k", l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Remaining != 7 {
+		t.Errorf("a peek after callers 2 and 3 (4 gave up before it was sent) finds %d remaining, want 7", r.Remaining)
+	}
+}
+
+// TestBatchErrorReachesEveryCaller shows that when a batch call fails, every
+// caller in it gets the error: with the server paused, caller 1 is in
+// flight and callers 2 and 3 wait; caller 2's key holds a string, on which
+// the fixed window's HINCRBY fails, so the batch of 2 and 3 fails.
+func TestBatchErrorReachesEveryCaller(t *testing.T) {
+	srv, s := ownServerStore(t, redisstore.WithPrefix("p:"))
+	l := redlimit.PerHour(10).FixedWindow()
+	if _, err := srv.Do("SET", s.KeyOf("bad", l), "a string"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	a1 := goAllow(s, context.Background(), "good1", l)
+	waitUntil(t, "caller 1 is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+	a2 := goAllow(s, context.Background(), "bad", l)
+	waitUntil(t, "caller 2 waits", func() bool { _, n := s.BatchState(); return n == 1 })
+	a3 := goAllow(s, context.Background(), "good3", l)
+	waitUntil(t, "caller 3 waits", func() bool { _, n := s.BatchState(); return n == 2 })
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if a := receive(t, "caller 1", a1); a.err != nil || !a.r.Allowed {
+		t.Errorf("caller 1: %+v, %v; want allowed", a.r, a.err)
+	}
+	for i, ch := range []chan answer{a2, a3} {
+		if a := receive(t, "caller", ch); a.err == nil || !strings.Contains(a.err.Error(), "WRONGTYPE") {
+			t.Errorf("caller %d: %+v, %v; want the batch's WRONGTYPE error", i+2, a.r, a.err)
+		}
+	}
+}
+
+// BenchmarkLoneCaller measures one caller's decisions one after another,
+// with batching on and off: batching must not delay a caller alone
+// (compare ns/op).
+func BenchmarkLoneCaller(b *testing.B) {
+	for _, on := range []bool{true, false} {
+		b.Run("batching="+strconv.FormatBool(on), func(b *testing.B) {
+			srv := redistest.Start(b)
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			s, err := redisstore.New(c, redisstore.WithBatching(on))
+			if err != nil {
+				b.Fatal(err)
+			}
+			l := redlimit.PerMinute(1e9).FixedWindow()
+			ctx := context.Background()
+			if _, err := s.AllowN(ctx, "k", l, 1); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				if _, err := s.AllowN(ctx, "k", l, 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/redlimittest"
+)
+
+// TestSlidingLogEntryPerInstant: a sliding log's sorted set holds one
+// member per instant with admitted requests (after its base), whatever
+// their cost, and an allowed request trims at most two expired members, so
+// no call does work that grows with the cost or the backlog.
+func TestSlidingLogEntryPerInstant(t *testing.T) {
+	d := standalone[0]
+	ctx := context.Background()
+	clock := redlimittest.NewClock(today)
+	p := prefix(t)
+	s := d.store(t, redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(time.Hour), redisstore.WithPrefix(p))
+	card := func(l redlimit.Limit) int64 {
+		t.Helper()
+		k := keyOf(t, d, p, fmt.Sprintf("}:sl:%d", l.Period.Microseconds()))
+		return atoi(t, d.do(t, k, "ZCARD", k))
+	}
+	big := redlimit.PerHour(redlimit.MaxLogCount).SlidingLog()
+	if r, err := s.AllowN(ctx, "k", big, redlimit.MaxLogCount); err != nil || !r.Allowed {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if n := card(big); n != 2 {
+		t.Errorf("a request of cost %d: %d members, want 2 (the base and one entry)", redlimit.MaxLogCount, n)
+	}
+
+	l := redlimit.Per(1000, time.Millisecond).SlidingLog()
+	for range 10 { // one instant
+		s.AllowN(ctx, "k", l, 3)
+	}
+	if n := card(l); n != 2 {
+		t.Errorf("10 requests at one instant: %d members, want 2", n)
+	}
+	for range 300 { // 300 instants within a period
+		clock.Advance(time.Microsecond)
+		if r, err := s.AllowN(ctx, "k", l, 1); err != nil || !r.Allowed {
+			t.Fatalf("%+v, %v", r, err)
+		}
+	}
+	if n := card(l); n != 302 {
+		t.Errorf("after 300 more instants: %d members, want 302", n)
+	}
+	// A period later every entry has expired; each allowed request trims
+	// at most two, and adds one.
+	clock.Advance(time.Second)
+	for i := range 20 {
+		clock.Advance(time.Microsecond)
+		before := card(l)
+		if r, err := s.AllowN(ctx, "k", l, 1); err != nil || !r.Allowed || r.Remaining != int64(999-i) {
+			t.Fatalf("%+v, %v", r, err)
+		}
+		if after := card(l); after < before-1 || after > before+1 {
+			t.Fatalf("request %d: %d members, then %d", i, before, after)
+		}
+	}
+}

@@ -1,0 +1,148 @@
+-- The path of batches: the decisions of several callers that reached one
+-- Redis node together, decided in the order given, one after another, at
+-- one instant (TIME read once by the prelude): each exactly as the script
+-- it would run alone decides it (single.lua for one limit, decide.lua for
+-- several), which is what the same requests sent one by one would get if
+-- they all reached Redis within that microsecond, in this order: the
+-- script runs atomically. Joined after the prelude, every algorithm's
+-- files, every single_<algorithm>.lua, debit.lua and several.lua.
+-- KEYS: on a standalone server or a Cluster slot, the decisions' keys, in
+-- order (a key may repeat). With allow-cross-slot-keys (the batch of a
+-- Cluster node, whose keys span several slots), KEYS[1] is only checked by
+-- Redis before the script runs, and the keys are in ARGV, see below.
+-- ARGV[1]: the number of decisions, d.
+-- ARGV[4]: '' when the keys are KEYS; otherwise the index in ARGV after
+-- which they are, in the same order.
+-- Then each decision, from ARGV[5], one after another:
+-- one limit: 'a' (allow) or 'p' (peek), algorithm (1 fixed_window,
+-- 2 sliding_log, 3 sliding_window, 4 token_bucket), window µs (token
+-- bucket: emission interval µs), count (token bucket: burst), cost; one key.
+-- several limits (AllowAll): 'm', the number of limits n, then decide.lua's
+-- seven values per limit; n keys.
+-- Reply: { now, then per decision and limit: allowed (1/0), remaining,
+-- retry-after µs (-1 for never), reset-after µs }: the replies of the
+-- scripts alone, decision after decision, without their now.
+--
+-- Keys in ARGV are keys Redis did not check before the script ran, and a
+-- script that fails halfway keeps what it wrote: so before anything else,
+-- every key of the batch is read (EXISTS), and if one is not served here
+-- (its slot moved, or is migrating and the key is gone), the script
+-- answers NOTOWNED and has written nothing; the store then decides the
+-- batch again, slot by slot (see redisstore/pernode.go).
+local decide = { fixed_window_one, sliding_log_one, sliding_window_one, token_bucket_one }
+local d = tonumber(ARGV[1])
+local keys, kfirst = KEYS, 0
+if ARGV[4] ~= '' then keys, kfirst = ARGV, tonumber(ARGV[4]) end
+
+-- at[i] is the index in ARGV of decision i's first value, kat[i] that of
+-- its first key in keys.
+local at, kat = {}, {}
+local j, k = 5, kfirst + 1
+for i = 1, d do
+  at[i], kat[i] = j, k
+  if ARGV[j] == 'm' then
+    local n = tonumber(ARGV[j + 1])
+    for l = 0, n - 1 do
+      local a = ARGV[j + 2 + 7 * l]
+      if decide[tonumber(a)] == nil then
+        return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
+      end
+    end
+    j, k = j + 2 + 7 * n, k + n
+  else
+    if decide[tonumber(ARGV[j + 1])] == nil then
+      return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(ARGV[j + 1]))
+    end
+    j, k = j + 5, k + 1
+  end
+end
+if kfirst > 0 then
+  for i = kfirst + 1, k - 1 do
+    if (i == kfirst + 1 or keys[i] ~= keys[i - 1]) and type(redis.pcall('EXISTS', keys[i])) == 'table' then
+      return redis.error_reply('NOTOWNED redlimit: key ' .. (i - kfirst) .. ' of the batch is not served here')
+    end
+  end
+end
+
+-- A run of consecutive decisions on one key (the store puts them
+-- together, in arrival order: decisions on different keys commute) is
+-- decided on the state read once and written once, with what the calls of
+-- <algorithm>_one one after another would have written: the window
+-- algorithms' hash gets one HINCRBY of the run's admitted cost, with the
+-- retirement and TTL of the first admission that made a new window; the
+-- bucket gets its last TAT, with the TTL of the last admission. A sliding
+-- log's decisions are made one by one.
+local out = { now }
+
+-- run_windows decides decisions i..e on the window hash key with check
+-- (fixed_window_check or sliding_window_check) and span.
+local function run_windows(key, i, e, check, span)
+  local lw, lc, pc, h = windows_read(key)
+  local w0, add, ttl = lw, 0, nil
+  for k = i, e do
+    local j = at[k]
+    local n = tonumber(ARGV[j + 4])
+    local ok, rem, retry, reset, w, c, p = check(now, tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), n, lw, lc, pc)
+    if ok and ARGV[j] == 'a' then
+      if w ~= lw then ttl = reset end
+      lw, lc, add = w, c, add + n
+      if p ~= nil then pc = p end
+    end
+    out[#out + 1] = ok and 1 or 0
+    out[#out + 1] = rem
+    out[#out + 1] = retry
+    out[#out + 1] = reset
+  end
+  if add == 0 then return end
+  if lw ~= w0 then windows_retire(key, h, lw - span + 1) end
+  redis.call('HINCRBY', key, string.format('%d', lw), add)
+  if ttl ~= nil then redis.call('PEXPIRE', key, ms(ttl)) end
+end
+
+-- run_bucket decides decisions i..e on the token bucket key.
+local function run_bucket(key, i, e)
+  local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
+  local ttl
+  for k = i, e do
+    local j = at[k]
+    local ok, rem, retry, reset, t = token_bucket_check(now, tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tat)
+    if ok and ARGV[j] == 'a' then tat, ttl = t, reset end
+    out[#out + 1] = ok and 1 or 0
+    out[#out + 1] = rem
+    out[#out + 1] = retry
+    out[#out + 1] = reset
+  end
+  if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
+end
+
+local i = 1
+while i <= d do
+  local j = at[i]
+  if ARGV[j] == 'm' then
+    decide_limits(true, keys, kat[i] - 1, tonumber(ARGV[j + 1]), ARGV, j + 1, out)
+    i = i + 1
+  else
+    local key, alg = keys[kat[i]], ARGV[j + 1]
+    local e = i
+    while e < d and ARGV[at[e + 1]] ~= 'm' and keys[kat[e + 1]] == key and ARGV[at[e + 1] + 1] == alg do e = e + 1 end
+    local a = tonumber(alg)
+    if e > i and a == 1 then
+      run_windows(key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
+    elseif e > i and a == 3 then
+      run_windows(key, i, e, sliding_window_check, SLIDING_WINDOW_SPAN)
+    elseif e > i and a == 4 then
+      run_bucket(key, i, e)
+    else
+      for k = i, e do
+        local j = at[k]
+        local ok, rem, retry, reset = decide[a](key, ARGV[j] == 'a', tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), ARGV[j + 4])
+        out[#out + 1] = ok and 1 or 0
+        out[#out + 1] = rem
+        out[#out + 1] = retry
+        out[#out + 1] = reset
+      end
+    end
+    i = e + 1
+  end
+end
+return out

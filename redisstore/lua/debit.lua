@@ -1,0 +1,125 @@
+-- Debits (redlimit.Request.Debit, DEBITS.md), one function per algorithm,
+-- from the state read to the result and what to write. A debit is counted
+-- whether it fits or not, up to the saturation bounds below, which take
+-- the request's limit at the time of the debit; its result describes the
+-- key after it: allowed if it fit (then it is the admission's result), and
+-- otherwise what the algorithm's check answers for the same cost on the
+-- state after it. Only the decision script joins this file, so the
+-- single-limit scripts do not make these functions at every call.
+local MAX_COST = 1099511627776 -- redlimit.MaxCost, 2^40
+local MAX_PERIOD = 316224000000000 -- redlimit.MaxPeriod in µs
+
+-- debit_units returns how many of a debit's n units a count c may take
+-- under a limit of L: min(n, L + MAX_COST - c), nothing if c is already
+-- at or above that bound.
+local function debit_units(L, c, n)
+  local room = L + MAX_COST - c
+  if room <= 0 then return 0 end
+  if n < room then return n end
+  return room
+end
+
+-- fixed_window_debit decides a debit of n as fixed_window_check does, and
+-- returns fit, remaining, retry-after, reset-after, the window counted in
+-- and the units added to it.
+local function fixed_window_debit(now, W, L, n, lw, lc)
+  local ok, rem, retry, reset, w, c = fixed_window_check(now, W, L, n, lw, lc)
+  if ok then return ok, rem, retry, reset, w, n end
+  local add = debit_units(L, c, n)
+  ok, rem, retry, reset = fixed_window_check(now, W, L, n, w, c + add)
+  return false, rem, retry, reset, w, add
+end
+
+-- sliding_window_debit is fixed_window_debit for sliding_window_check.
+local function sliding_window_debit(now, W, L, n, lw, lc, pc)
+  local ok, rem, retry, reset, w, cur, prev = sliding_window_check(now, W, L, n, lw, lc, pc)
+  if ok then return ok, rem, retry, reset, w, n end
+  local add = debit_units(L, cur, n)
+  ok, rem, retry, reset = sliding_window_check(now, W, L, n, w, cur + add, prev)
+  return false, rem, retry, reset, w, add
+end
+
+-- sliding_log_debit decides a debit of n on key's log, as log_read read
+-- it, and returns fit, remaining, retry-after, reset-after and the units
+-- to add at t. The live units c take at most up to L + MAX_COST. The
+-- retry-after of a debit that does not fit waits for the (c'+n-L)-th live
+-- unit of the log after it (c' the live units then): the new entry's, at
+-- t, or one of the log as read.
+local function sliding_log_debit(key, now, W, L, n, t, c, newest, rank, base, first, at)
+  if c + n <= L then
+    local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, rank, base, first, at)
+    return ok, rem, retry, reset, n
+  end
+  local add = debit_units(L, c, n)
+  local after = c + add
+  local retry = NEVER
+  if n <= L then
+    local k = after + n - L
+    local u = t
+    if k <= c then u = log_unit_at(key, rank, base, first, at, k) end
+    retry = u + W - now
+  end
+  if add > 0 then newest = t end
+  return false, math.max(0, L - after), retry, newest + W - now, add
+end
+
+local LOG_MERGES = 2 -- the most entries one debit merges
+
+-- sliding_log_merges returns the members a debit of add units at t merges
+-- away, after log_read (t, newest, top, total, rank, first): the oldest
+-- live entry, while the entries after it (the debit's included) hold at
+-- least L units, is merged into the next one, at most LOG_MERGES times.
+-- Such an entry cannot change a decision: while the entries after it live,
+-- the key is denied, and a denial's retry-after waits for a unit after it;
+-- and it expires before them. In the cum encoding, deleting its member
+-- moves its units into the next entry. An entry that expired is never
+-- merged (it is only trimmed), and neither is the one the debit adds to.
+--
+-- A log thus keeps at most L live entries under a fixed L (of L + 1, the
+-- oldest has L units after it), as admissions do; and as every write trims
+-- up to two expired entries and adds at most one, at most L + 2 members
+-- with the base (DEBITS.md allows 2 * L + 3). After L was lowered, a write
+-- leaves one member fewer until the log is back within.
+--
+-- (With L raised later, merged units stay live longer than in an exact log:
+-- a merge is exact for the count it was made under, strict above it.)
+local function sliding_log_merges(key, L, t, newest, top, total, add, rank, first)
+  if rank == nil then return nil end
+  local after = log_add(total, add)
+  local gone, member = {}, first
+  for i = 0, LOG_MERGES - 1 do
+    if i > 0 then
+      member = redis.call('ZRANGE', key, rank + i, rank + i)[1]
+      if member == nil then break end
+    end
+    if member == top and newest == t then break end
+    if log_units(tonumber(member), after) < L then break end
+    gone[#gone + 1] = member
+  end
+  if #gone == 0 then return nil end
+  return gone
+end
+
+-- token_bucket_debit decides a debit of n as token_bucket_check does, and
+-- returns fit, remaining, retry-after, reset-after, the TAT to write (nil
+-- for none), and whether the debit reached the bound. The TAT moves by
+-- n * ei, to at most now + tau + MAX_PERIOD and 2^53; one already beyond
+-- that (the clock went back) stays. n * ei can be near 2^88: n is compared
+-- with the room in whole intervals first.
+local function token_bucket_debit(now, ei, burst, n, tat)
+  local ok, rem, retry, reset, nxt = token_bucket_check(now, ei, burst, n, tat)
+  if ok then return ok, rem, retry, reset, nxt end
+  local d = tat - now
+  if d < 0 then d = 0 end
+  -- The TAT stays at most 2^53 µs after the epoch, which a number holds.
+  local bound = math.min(burst * ei + MAX_PERIOD, 9007199254740992 - now)
+  local room = bound - d
+  if room <= 0 then return false, rem, retry, reset, nil, true end
+  -- q = floor(room / ei), exactly: the division rounds to at most one above.
+  local q = math.floor(room / ei)
+  if q * ei > room then q = q - 1 end
+  local due = bound
+  if n <= q then due = d + n * ei end
+  ok, rem, retry, reset = token_bucket_check(now, ei, burst, n, now + due)
+  return false, rem, retry, reset, now + due, n > q
+end

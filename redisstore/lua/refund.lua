@@ -1,0 +1,137 @@
+-- The refunds of the decision script (see redisstore/refund.go), one per
+-- algorithm: each gives back what an allowed request of cost n consumed,
+-- found from its mark, an instant that says what the allow wrote (its
+-- decision time plus the reset-after it replied). Only the decision script
+-- joins this file, so the single-limit scripts do not make these
+-- functions at every call.
+
+-- windows_refund is the refund of the window algorithms: it takes a
+-- request of cost n out of the count of the window it was counted in,
+-- found from its mark (the reset-after of the allow), which is span
+-- windows of W µs after that window's start. The window holds the cost,
+-- so nothing else is given back. A latest window it empties is deleted,
+-- and the windows its making retired come back; a retired window it is
+-- found in keeps the rest.
+local function windows_refund(key, W, span, n, mark)
+  local w = mark / W - span
+  local field = string.format('%d', w)
+  local c = tonumber(redis.call('HGET', key, field) or '0')
+  if c == 0 then
+    field = 'p' .. field
+    c = tonumber(redis.call('HGET', key, field) or '0')
+  end
+  if c < n then return end
+  if c > n then
+    redis.call('HINCRBY', key, field, -n)
+    return
+  end
+  redis.call('HDEL', key, field)
+  if string.sub(field, 1, 1) == 'p' then return end
+  local lw, _, _, h = windows_read(key)
+  if lw ~= nil and lw > w then return end
+  local back = { 'HSET', key }
+  local gone = {}
+  for i = 1, #h, 2 do
+    if string.sub(h[i], 1, 1) == 'p' then
+      gone[#gone + 1] = h[i]
+      back[#back + 1] = string.sub(h[i], 2)
+      back[#back + 1] = h[i + 1]
+    end
+  end
+  if #gone > 0 then
+    redis.call('HDEL', key, unpack(gone))
+    redis.call(unpack(back))
+  end
+end
+
+local LOG_REFUND = 64 -- the most entries a sliding log's refund rewrites
+
+-- sliding_log_refund takes a request of cost n out of the entry at its
+-- time (the mark less the window W), if all of it is still there, and
+-- moves the cum of the entries after it down by the cost, so their counts
+-- stay: exact. With more than LOG_REFUND entries after it (a key that
+-- admitted that many requests at other instants between the allow and the
+-- refund), the rewrite would be unbounded, and the refund gives nothing
+-- back: strict. An entry holding less than the cost was trimmed or reset
+-- since.
+local function sliding_log_refund(key, W, n, mark)
+  local stamp = mark - W
+  local es = redis.call('ZRANGEBYSCORE', key, string.format('%d', stamp), '+inf', 'WITHSCORES', 'LIMIT', 0, LOG_REFUND + 2)
+  if #es == 0 or tonumber(es[2]) ~= stamp or #es > 2 * (LOG_REFUND + 1) then return end
+  local before = redis.call('ZREVRANGEBYSCORE', key, '(' .. string.format('%d', stamp), '-inf', 'LIMIT', 0, 1)
+  if #before == 0 then return end
+  local x, cum = n, tonumber(es[1])
+  local units = log_units(tonumber(before[1]) or 0, cum)
+  if units < x then return end
+  local gone, adds = {}, { 'ZADD', key }
+  for i = 1, #es, 2 do gone[#gone + 1] = es[i] end
+  if units > x then
+    adds[#adds + 1] = es[2]
+    adds[#adds + 1] = string.format('%d', log_units(x, cum))
+  end
+  for i = 3, #es, 2 do
+    adds[#adds + 1] = es[i + 1]
+    adds[#adds + 1] = string.format('%d', log_units(x, tonumber(es[i])))
+  end
+  redis.call('ZREM', key, unpack(gone))
+  if #adds > 2 then redis.call(unpack(adds)) end
+end
+
+-- token_bucket_lower lowers the TAT y of a bucket's key by b at now, and
+-- counts b in the key's refund record (token_bucket.lua), if it has one:
+-- every refund is counted in given, which token_bucket_giveback's rule
+-- needs. given stays an exact number: past 2^52, a new epoch begins.
+local function token_bucket_lower(key, now, y, b, given, last, epoch)
+  if given ~= nil then
+    given = given + b
+    if given > 4503599627370496 then given, epoch = 0, math.max(now, epoch + 1) end
+  end
+  -- Even a TAT now past is kept (for a millisecond and the margin): a
+  -- clock that goes back finds the bucket as the decision left it.
+  redis.call('SET', key, token_bucket_value(y - b, given, last, epoch, 0), 'PX', ms(y - b - now))
+end
+
+-- token_bucket_refund is the 'refund' of a group right after another
+-- group of a split decision denied: y is the TAT now, mark the TAT the
+-- allow wrote (nxt), c = n * ei the cost in µs. An allow moves the TAT T
+-- to max(T, t) + cost, which maps a TAT c earlier to one between 0 and c
+-- earlier: without the request, the allows since would have left the TAT
+-- at least y - c, and, having taken y - nxt and come no later than now, at
+-- most max(y - c, now + (y - nxt)). The refund sets that: exact when
+-- nothing came in between (y = nxt: the TAT the bucket had, or now), and
+-- never below the truth when only allows came. Other refunds in between
+-- lower y without their requests' share of y - nxt: then, if the bucket
+-- was idle at one of the allows since, up to min(c, what they gave back)
+-- more is given back (see redisstore/refund.go). It needs no record, and
+-- works on keys an older version wrote: a split decision's groups make
+-- none.
+local function token_bucket_refund(key, now, ei, n, mark)
+  local y, given, last, epoch = token_bucket_read(redis.call('GET', key))
+  if y <= now then return end
+  local back = math.max(y - n * ei, now + (y - mark))
+  if back >= y then return end
+  token_bucket_lower(key, now, y, y - back, given, last, epoch)
+end
+
+-- token_bucket_giveback is the 'giveback' (Store.Refund) of n tokens
+-- (n * ei µs) of a request that Store.Admit counted, whose admission left
+-- the TAT at mark and the refund record (token_bucket.lua) at given gx and
+-- epoch ex: it lowers the TAT y by
+--   b = min(n * ei, mark - (given - gx) - last, y - now),
+-- nothing when b <= 0, or when the key has no record of epoch ex (reset,
+-- expired, or a debit reached the bound since). The exact account is the
+-- TAT with the request costing n * ei less, and every other refund
+-- applied so: b is a shift of its cost that every admission since passes
+-- whole, since each found the TAT at least b after its instant; the key is
+-- left exactly where the account is with the request costing b less,
+-- never below the exact account (the proof is memory.refundable's). b =
+-- n * ei when nothing came in between, or only other refunds did, or
+-- admissions that found the bucket more than the refund and the refunds
+-- since ahead of them.
+local function token_bucket_giveback(key, now, ei, n, mark, gx, ex)
+  local y, given, last, epoch = token_bucket_read(redis.call('GET', key))
+  if given == nil or epoch ~= ex then return end
+  local b = math.min(n * ei, mark - (given - gx) - last, y - now)
+  if b <= 0 then return end
+  token_bucket_lower(key, now, y, b, given, last, epoch)
+end

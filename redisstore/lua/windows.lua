@@ -1,0 +1,45 @@
+-- The window algorithms' hash (memory/algorithms.go): one hash per limit.
+-- A field named by a window index (the time in µs divided by the period,
+-- rounded down) holds the count of a live window: the key's latest window
+-- and, for the sliding window, the one before it if it has a count. A
+-- request at an instant before the latest window (a clock that went back)
+-- is counted in the latest window. When a request makes a new latest
+-- window, the live windows it retires are kept as fields "p<index>", until
+-- the next new window: a refund that empties the latest window deletes it
+-- and brings them back, so the key is as if the request never came. A hash
+-- holds at most two fields (fixed window) or four (sliding window), and a
+-- live window never holds 0.
+
+-- windows_read returns the key's latest window index (nil for none), its
+-- count, the count of the window before it, and the hash as HGETALL gave it.
+local function windows_read(key)
+  local h = redis.call('HGETALL', key)
+  local lw, lc, pc = nil, 0, 0
+  for i = 1, #h, 2 do
+    local w = tonumber(h[i])
+    if w ~= nil and (lw == nil or w > lw) then lw, lc = w, tonumber(h[i + 1]) end
+  end
+  for i = 1, #h, 2 do
+    if lw ~= nil and tonumber(h[i]) == lw - 1 then pc = tonumber(h[i + 1]) end
+  end
+  return lw, lc, pc, h
+end
+
+-- windows_retire runs when window w becomes the key's latest (h as
+-- windows_read gave it before): the live windows before keep become
+-- "p<index>" fields, and those of the previous retirement are deleted.
+local function windows_retire(key, h, keep)
+  local gone, kept = {}, { 'HSET', key }
+  for i = 1, #h, 2 do
+    local w = tonumber(h[i])
+    if w == nil then
+      gone[#gone + 1] = h[i]
+    elseif w < keep then
+      gone[#gone + 1] = h[i]
+      kept[#kept + 1] = 'p' .. h[i]
+      kept[#kept + 1] = h[i + 1]
+    end
+  end
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
+  if #kept > 2 then redis.call(unpack(kept)) end
+end

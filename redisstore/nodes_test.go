@@ -1,0 +1,155 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// registryStore returns a store on srv with a client of its own that retries
+// nothing, and its key prefix.
+func registryStore(t *testing.T, srv *redistest.Server) (*redisstore.Store, string) {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	prefix := fmt.Sprintf("n%x:", rand.Uint64())
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, prefix
+}
+
+func register(t *testing.T, s *redisstore.Store, opts redisstore.RegistryOptions) *redisstore.Registry {
+	t.Helper()
+	opts.Logger = slog.New(slog.DiscardHandler)
+	r, err := s.Register(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// waitNodes waits up to d for every registry to count want nodes.
+func waitNodes(d time.Duration, want int, regs ...*redisstore.Registry) bool {
+	deadline := time.Now().Add(d)
+	for {
+		all := true
+		for _, r := range regs {
+			all = all && r.Nodes() == want
+		}
+		if all || time.Now().After(deadline) {
+			return all
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestRegistryMixedIntervals: nodes beating at different intervals (a
+// rolling change of the interval) all count each other.
+func TestRegistryMixedIntervals(t *testing.T) {
+	t.Parallel()
+	s, _ := registryStore(t, redistest.Shared(t))
+	var regs []*redisstore.Registry
+	// Intervals long enough that a heartbeat delayed by a busy machine
+	// (each has its interval to answer, and three intervals to count)
+	// does not drop a node: this test is about the intervals' mix.
+	// (At 100 and 500 ms, a beat delayed 200 ms under -race on a loaded
+	// 2-core machine dropped a node.)
+	for _, iv := range []time.Duration{250 * time.Millisecond, 250 * time.Millisecond, 1250 * time.Millisecond, 1250 * time.Millisecond} {
+		regs = append(regs, register(t, s, redisstore.RegistryOptions{Interval: iv}))
+	}
+	// Each registry's lowest count over one and a half seconds (a beat of
+	// the slower nodes within it), from when each has beaten once after
+	// all were in.
+	time.Sleep(1300 * time.Millisecond)
+	lowest := []int{4, 4, 4, 4}
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for i, r := range regs {
+			lowest[i] = min(lowest[i], r.Nodes())
+		}
+	}
+	if lowest[0]+lowest[1]+lowest[2]+lowest[3] != 16 {
+		t.Errorf("4 live nodes beating every 250 or 1250 ms: the registries counted as few as %v", lowest)
+	}
+}
+
+// TestRegistryCountAfterRedisLostIt: after Redis restarts empty (or its
+// clock jumps past the TTL, which empties the registry the same way), the
+// first heartbeats read fewer nodes than there are until every node has
+// beaten again; if Redis then hangs, no node must keep that low count.
+func TestRegistryCountAfterRedisLostIt(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s, prefix := registryStore(t, srv)
+	key := prefix + "{nodes}"
+	var regs []*redisstore.Registry
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(100 * time.Millisecond) // heartbeats 100 ms apart
+		}
+		regs = append(regs, register(t, s, redisstore.RegistryOptions{Interval: 300 * time.Millisecond}))
+	}
+	if !waitNodes(2*time.Second, 3, regs...) {
+		t.Fatalf("nodes never all 3")
+	}
+	for _, lose := range []struct {
+		name string
+		do   func() error
+	}{
+		{"restart", srv.Restart},
+		{"emptied", func() error { _, err := srv.Do("DEL", key); return err }},
+	} {
+		if err := lose.do(); err != nil {
+			t.Fatal(err)
+		}
+		// Hang Redis as soon as the first node has beaten again.
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			n, err := srv.Do("ZCARD", key)
+			if err == nil && n != "0" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no heartbeat within 2s (ZCARD %q, %v)", lose.name, n, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			for i, r := range regs {
+				if n := r.Nodes(); n != 3 {
+					srv.Resume()
+					t.Fatalf("%s, then Redis hung: registry %d counts %d nodes, want 3", lose.name, i, n)
+				}
+			}
+		}
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		deadline = time.Now().Add(2 * time.Second)
+		for n, _ := srv.Do("ZCARD", key); n != "3"; n, _ = srv.Do("ZCARD", key) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ZCARD %s 2s after Redis came back", lose.name, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !waitNodes(time.Second, 3, regs...) {
+			t.Fatalf("%s: nodes never back to 3", lose.name)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// ErrInvalidID reports an idempotency id that [Store.DebitOnce] does not
+// take: empty, longer than [MaxIDLen], or holding a byte other than an
+// ASCII letter, digit, '-' or '_'.
+var ErrInvalidID = errors.New("redisstore: invalid idempotency id")
+
+// MaxIDLen is the longest idempotency id [Store.DebitOnce] takes.
+const MaxIDLen = 64
+
+// minOnceTTL is the shortest time a debit's marker lives (see onceTTL).
+const minOnceTTL = time.Minute
+
+// onceTTL returns how long the marker of a debit under l lives: twice its
+// period, and at least a minute, plus the store's TTL margin (the script
+// adds it). A caller that sends a charge again only while it has not
+// expired, within one period of its last unit (resilient's debts), thus
+// finds the marker of a first try that ran however late Redis ran it,
+// within one more period (or a minute): a retry that Redis runs even later
+// than that could count twice.
+func onceTTL(l redlimit.Limit) time.Duration {
+	return max(2*l.Period, minOnceTTL)
+}
+
+// DebitOnce counts req as a debit ([redlimit.Request.Debit] is implied),
+// as [Store.AllowAll] of it alone would, unless a call with the same id
+// for the same state (key, algorithm, period) counted it already: it
+// reports whether this call counted it. Calls with one id must carry one
+// cost. The debit and a marker of its id (a key beside the limit's key,
+// with the same hash tag, so in the same Cluster slot) are written by one
+// script call; the marker lives twice the limit's period, and at least a
+// minute (plus [WithTTLMargin]'s margin), and a call with its id in that
+// time counts nothing. A debit whose call failed with an unknown outcome
+// (a timeout, a reply lost with its connection) can thus be sent again
+// with its id, and is counted once.
+//
+// The Result is the debit's (see [redlimit.Request.Debit]) when this call
+// counted it, and otherwise what [Store.Peek] of the same cost says.
+// [Store.NotApplied] tells, from its error, that the call did not run.
+func (s *Store) DebitOnce(ctx context.Context, req redlimit.Request, id string) (res redlimit.Result, counted bool, err error) {
+	if err := redlimit.ValidateRequest(req.Key, req.Limit, req.Cost); err != nil {
+		return redlimit.Result{}, false, fmt.Errorf("redisstore: %w", err)
+	}
+	if err := validID(id); err != nil {
+		return redlimit.Result{}, false, err
+	}
+	req.Debit = true
+	key := s.key(hashTag(req.Key), req.Limit)
+	keys, args := s.decisionArgsKeys("once", []redlimit.Request{req}, []string{key, key + ":once:" + id}, s.scriptTime())
+	args = append(args, strconv.FormatInt(onceTTL(req.Limit).Microseconds(), 10))
+	reply, err := s.b.eval(ctx, onceScript, keys, args)
+	if err != nil {
+		return redlimit.Result{}, false, fmt.Errorf("redisstore: once: %w", err)
+	}
+	if len(reply) != 6 {
+		return redlimit.Result{}, false, fmt.Errorf("redisstore: %w: %d values for a debit once", redlimit.ErrBadReply, len(reply))
+	}
+	return result(req, reply[2:]), reply[1] == 1, nil
+}
+
+// validID returns an error wrapping ErrInvalidID unless id is one that
+// DebitOnce takes.
+func validID(id string) error {
+	if id == "" || len(id) > MaxIDLen {
+		return fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidID, len(id), MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: byte %d is %q", ErrInvalidID, i, c)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,190 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redlimit/redlimit"
+)
+
+// refund gives back what reqs consumed: a group of requests that one script
+// call allowed, with the results it replied and at, the time (µs) it
+// replied it decided them at. Results that were not allowed consumed
+// nothing and are skipped; so are debits, which are counted whatever the
+// decision (redlimit.Request.Debit): a refund never gives one back. The refund runs at the store's time (the Redis
+// server's unless WithClock), and no earlier than at.
+//
+// What each allow wrote is told to the script by the request's mark,
+// at + ResetAfter: the end of the window it was counted in (fixed window),
+// of the window after it (sliding window), the new theoretical arrival
+// time (token bucket), or the request's entry time plus the period
+// (sliding log). From it the script takes back exactly the request's
+// cost, whatever was decided on the key since:
+//   - fixed and sliding window: the cost out of the window's count, if
+//     that window is still the key's;
+//   - sliding log: the cost out of the entry at the request's time, the
+//     later entries' cumulative counts moved down (at most 64 of them;
+//     with more, nothing is given back, which is strict); an entry a debit
+//     merged since (lua/debit.lua) gives back nothing if it was merged
+//     away, and, if others were merged into it, keeps their units at its
+//     time: strict too;
+//   - token bucket, the refund of a group after another group denied
+//     (back nil): the TAT set to max(y - cost, now + (y - mark)), y the
+//     TAT now (lua/refund.lua): exact when nothing came in between,
+//     never more than the request took when only allows came. When other
+//     refunds of the key come in between too, and the bucket would have
+//     been idle at an allow since, it can give back more, at most the
+//     request's cost and what those refunds gave;
+//   - token bucket, [Store.Refund] (back not nil): the TAT lowered by at
+//     most back[i] tokens, as far as the refund record that the request's
+//     admission left in the key (recs: its given and epoch, from the
+//     'admit' reply) shows that every admission since passes the shift
+//     whole (lua/refund.lua, token_bucket_giveback): never below the
+//     exact account, whatever came in between; exact when nothing came,
+//     or only other refunds, or admissions that found the bucket further
+//     ahead than the refund.
+//
+// A bucket that was full at the decision gets its TAT back as the
+// decision's time, not the older one it had: a clock that then goes back
+// finds it stricter.
+//
+// A Reset of the key after the decision has given the request's cost back
+// already: the reset's tombstone (lua/decide.lua) makes a [Store.Refund]
+// give nothing back. So does a request whose mark has passed: its state
+// has expired.
+//
+// back, if not nil, says how much of each request's cost to give back
+// (see [Store.Refund]), and recs then holds two values per request, what
+// Admit's reply gave its Grant (see receipt); nil gives back all of it,
+// for the refund of a group right after another group denied, which takes
+// no heed of resets and needs no recs.
+func (s *Store) refund(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result, at int64, recs, back []int64) error {
+	if len(results) != len(reqs) || back != nil && len(recs) != 2*len(reqs) {
+		return fmt.Errorf("redisstore: refund: %d results and %d records for %d requests", len(results), len(recs), len(reqs))
+	}
+	op := opRefund
+	if back != nil {
+		op = opGiveBack
+	}
+	keys := make([]string, 0, len(reqs))
+	args := append(make([]string, 0, 4+9*len(reqs)), op, s.scriptTime(), s.margin, strconv.FormatInt(at, 10))
+	var tail []string // giveback: two values per key, after the seven of every key
+	for i, r := range reqs {
+		if !results[i].Allowed || r.Debit {
+			continue
+		}
+		if back != nil {
+			if back[i] == 0 {
+				continue
+			}
+			r.Cost = back[i]
+		}
+		keys = append(keys, s.key(hashTag(r.Key), r.Limit))
+		args = append(appendLimitArgs(args, r), strconv.FormatInt(at+results[i].ResetAfter.Microseconds(), 10))
+		if back != nil {
+			tail = append(tail, strconv.FormatInt(recs[2*i], 10), strconv.FormatInt(recs[2*i+1], 10))
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	args = append(args, tail...)
+	if _, err := s.b.eval(ctx, decideScript, keys, args); err != nil {
+		return fmt.Errorf("redisstore: refund: %w", err)
+	}
+	return nil
+}
+
+var _ redlimit.Refunder = (*Store)(nil)
+
+// Admit implements [redlimit.Refunder]: it is AllowAll, and the Grant
+// records the time (µs, on the store's clock) each request was decided at,
+// from which Refund finds what its admission wrote, and, for a token
+// bucket, the refund record its admission left in the key. Admit gives a
+// token bucket it counts an admission in that record (lua/token_bucket.lua:
+// the key then holds "tat given last epoch"); AllowN and AllowAll never
+// make one, and keep one they find. On Redis Cluster, a decision split by
+// hash tag that a group denied refunds the groups that allowed as
+// AllowAll does.
+func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.Grant, error) {
+	if err := redlimit.ValidateRequests(reqs); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	rc := &receipt{at: make([]int64, len(reqs)), recs: make([]int64, 2*len(reqs))}
+	var d redlimit.Decision
+	var err error
+	if groups := s.groups(reqs); len(groups) > 1 {
+		d, err = s.allowShardedAt(ctx, reqs, groups, rc)
+	} else {
+		d = redlimit.Decision{Results: make([]redlimit.Result, len(reqs))}
+		var t int64
+		d.Allowed, t, err = s.admitGroup(ctx, reqs, d.Results, rc.recs)
+		for i := range rc.at {
+			rc.at[i] = t
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &redlimit.Grant{Decision: d, Requests: reqs, Receipt: rc}, nil
+}
+
+// receipt is the Receipt of the Store's Grants: the time in µs each
+// request was decided at, and two values per request: for a token bucket,
+// the given and epoch of the refund record its admission left in the key
+// (lua/token_bucket.lua); 0 and 0 otherwise.
+type receipt struct {
+	at, recs []int64
+}
+
+// admitGroup is decideGroup with opAllow for Admit: one script call with
+// opAdmit, never batched, which gives each token bucket it counts an
+// admission in a refund record, and fills recs with two values per
+// request, as receipt says.
+func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result, recs []int64) (allowed bool, at int64, err error) {
+	reply, err := s.callScript(ctx, opAdmit, reqs)
+	if err != nil {
+		return false, 0, err
+	}
+	n := 1 + 4*len(reqs)
+	if len(reply) != n+2*len(reqs) || len(recs) != 2*len(reqs) {
+		return false, 0, fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(reqs))
+	}
+	copy(recs, reply[n:])
+	return readResults(reply[:n], reqs, results), reply[0], nil
+}
+
+// Refund implements [redlimit.Refunder] in one script call per hash tag
+// (one on a standalone server), which gives back what the admissions
+// wrote as refund does above, back[i] units of each request instead of
+// all of it. Refund is made once: an error may leave the cost consumed,
+// on the strict side.
+func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
+	if err := redlimit.ValidateRefund(g, back); err != nil {
+		return fmt.Errorf("redisstore: refund: %w", err)
+	}
+	rc, ok := g.Receipt.(*receipt)
+	if !ok || len(rc.at) != len(g.Requests) || len(rc.recs) != 2*len(g.Requests) {
+		return fmt.Errorf("redisstore: refund: %w: not made by a redisstore.Store", redlimit.ErrInvalidGrant)
+	}
+	if !g.Allowed {
+		return nil
+	}
+	var errs []error
+	for _, idx := range s.groups(g.Requests) {
+		reqs := make([]redlimit.Request, len(idx))
+		results := make([]redlimit.Result, len(idx))
+		amounts := make([]int64, len(idx))
+		recs := make([]int64, 2*len(idx))
+		for j, i := range idx {
+			reqs[j], results[j], amounts[j] = g.Requests[i], g.Results[i], back[i]
+			recs[2*j], recs[2*j+1] = rc.recs[2*i], rc.recs[2*i+1]
+		}
+		if err := s.refund(ctx, reqs, results, rc.at[idx[0]], recs, amounts); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

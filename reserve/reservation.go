@@ -1,0 +1,167 @@
+package reserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// state is where a Reservation is in its life.
+type state uint8
+
+const (
+	pending state = iota // reserved, in the Ledger's heap
+	denied               // the store denied it: nothing consumed
+	settled              // settled or released
+	expired              // released by the Ledger at its deadline
+)
+
+// Reservation is an admission of an estimated cost, to be settled with the
+// real cost (see the package documentation). It is safe for concurrent use.
+type Reservation struct {
+	ledger   *Ledger
+	grant    *redlimit.Grant
+	deadline time.Time
+	index    int   // in the Ledger's heap, -1 when not in it; guarded by the Ledger's lock
+	state    state // guarded by the Ledger's lock
+}
+
+// OK reports whether the reservation was admitted. One that was not
+// consumed nothing, and needs neither Settle nor Release.
+func (r *Reservation) OK() bool { return r.grant.Allowed }
+
+// Decision returns the store's decision on the reservation: its Results
+// say what each limit has left, or, when denied, why.
+func (r *Reservation) Decision() redlimit.Decision { return r.grant.Decision }
+
+// RetryAfter is how long until a reservation of the same estimate could
+// pass, as the limits that denied it say; 0 when OK.
+func (r *Reservation) RetryAfter() time.Duration { return r.grant.RetryAfter() }
+
+// Deadline returns when the Ledger releases the reservation if it is still
+// pending; the zero time for a denied one.
+func (r *Reservation) Deadline() time.Time { return r.deadline }
+
+// Requests returns the requests reserved: their Cost is the estimate.
+func (r *Reservation) Requests() []redlimit.Request {
+	return append([]redlimit.Request(nil), r.grant.Requests...)
+}
+
+// Settle settles the reservation with the real cost, the same for each of
+// its requests: [Reservation.SettleEach] with actual for every request.
+func (r *Reservation) Settle(ctx context.Context, actual int64) error {
+	all := make([]int64, len(r.grant.Requests))
+	for i := range all {
+		all[i] = actual
+	}
+	return r.SettleEach(ctx, all)
+}
+
+// SettleEach settles the reservation with the real cost of each request,
+// in order: below its estimate the difference is given back, above it the
+// difference is debited, in one call to the store each. It returns an
+// error wrapping [ErrSettled] when the reservation was settled or released
+// already, [ErrDenied] when it was denied (nothing happens then), and
+// [redlimit.ErrInvalidCost] for a negative cost or one that does not fit
+// a debit (nothing happens then either; the reservation stays pending).
+// After the Ledger released the reservation at its timeout, the whole real
+// cost is debited, and the error wraps [ErrExpired].
+func (r *Reservation) SettleEach(ctx context.Context, actual []int64) error {
+	reqs := r.grant.Requests
+	if len(actual) != len(reqs) {
+		return fmt.Errorf("reserve: settle: %w: %d costs for %d requests", redlimit.ErrInvalidCost, len(actual), len(reqs))
+	}
+	for i, a := range actual {
+		if a < 0 || a > redlimit.MaxCost {
+			return fmt.Errorf("reserve: settle: request %d: %w: %d", i, redlimit.ErrInvalidCost, a)
+		}
+	}
+	switch r.ledger.take(r, settled) {
+	case denied:
+		return ErrDenied
+	case settled:
+		return ErrSettled
+	case expired:
+		// The estimate was given back: the work done is counted whole.
+		err := r.debit(ctx, actual)
+		return errors.Join(fmt.Errorf("reserve: settle: %w", ErrExpired), err)
+	}
+	back := make([]int64, len(reqs))
+	over := make([]int64, len(reqs))
+	for i, a := range actual {
+		if d := reqs[i].Cost - a; d > 0 {
+			back[i] = d
+		} else {
+			over[i] = -d
+		}
+	}
+	return errors.Join(r.giveBack(ctx, back), r.debit(ctx, over))
+}
+
+// Release gives the whole estimate back, for work that did not happen. It
+// does nothing (and returns nil) when the reservation was denied, settled,
+// released or expired already, so it can be deferred right after Reserve.
+func (r *Reservation) Release(ctx context.Context) error {
+	if r.ledger.take(r, settled) != pending {
+		return nil
+	}
+	return r.giveBack(ctx, r.estimates())
+}
+
+// estimates returns each request's estimate: all of what it reserved.
+func (r *Reservation) estimates() []int64 {
+	all := make([]int64, len(r.grant.Requests))
+	for i, q := range r.grant.Requests {
+		all[i] = q.Cost
+	}
+	return all
+}
+
+// callContext is ctx without its cancellation and deadline, bounded by the
+// Ledger's CallTimeout: what is settled must reach the store even when the
+// caller has gone away.
+func (r *Reservation) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), r.ledger.call)
+}
+
+// giveBack refunds back of the grant (all zero: nothing to do). The grant
+// is refunded once: a reservation gives back once, at Settle, Release or
+// expiry.
+func (r *Reservation) giveBack(ctx context.Context, back []int64) error {
+	some := false
+	for _, b := range back {
+		some = some || b > 0
+	}
+	if !some {
+		return nil
+	}
+	cctx, cancel := r.callContext(ctx)
+	defer cancel()
+	if err := r.ledger.store.Refund(cctx, r.grant, back); err != nil {
+		return fmt.Errorf("reserve: give back: %w", err)
+	}
+	return nil
+}
+
+// debit counts over of each request (zeros skipped) as debits, in one
+// decision.
+func (r *Reservation) debit(ctx context.Context, over []int64) error {
+	var reqs []redlimit.Request
+	for i, q := range r.grant.Requests {
+		if over[i] > 0 {
+			reqs = append(reqs, redlimit.Request{Key: q.Key, Limit: q.Limit, Cost: over[i], Debit: true})
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	cctx, cancel := r.callContext(ctx)
+	defer cancel()
+	if _, err := r.ledger.store.AllowAll(cctx, reqs); err != nil {
+		return fmt.Errorf("reserve: debit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,259 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/redlimit/redlimit"
+)
+
+// errCallerGone marks a call abandoned because the caller went away (its
+// context was canceled): not the store's fault, so the breaker ignores it,
+// and the caller gets its context's error.
+var errCallerGone = errors.New("resilient: caller's context done")
+
+// errNoTime marks a store call the caller left too little time for (see
+// minBudget), or none: the policy answers, and the breaker ignores it.
+var errNoTime = errors.New("resilient: too little time left by the caller")
+
+const (
+	// minBudget is the shortest store budget whose timeout counts as a
+	// store failure.
+	minBudget = time.Millisecond
+)
+
+// storeCall is one call to the store: AllowAll (AllowN for one admission)
+// of reqs, or Peek of peek.
+type storeCall struct {
+	reqs  []redlimit.Request
+	peek  *redlimit.Request
+	probe bool // the half-open breaker's probe: charges nothing owed
+	// grant, if not nil, makes the call an Admit of reqs, whose Grant is
+	// sent on it (buffered) before the answer.
+	grant chan<- *redlimit.Grant
+}
+
+// do makes the call c to l's store, then, if the store answered, charges
+// what l owes for the states it decided (see chargeAfter).
+func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
+	d, err := c.call(ctx, l)
+	if err == nil && !c.probe {
+		owed := c.reqs
+		if c.peek != nil {
+			owed = []redlimit.Request{*c.peek}
+		}
+		l.chargeAfter(ctx, owed)
+	}
+	return d, err
+}
+
+// call makes the call c to l's store.
+func (c storeCall) call(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
+	switch {
+	case c.grant != nil:
+		g, err := l.store.(redlimit.Refunder).Admit(ctx, c.reqs)
+		if err != nil {
+			return redlimit.Decision{}, err
+		}
+		c.grant <- g
+		return g.Decision, nil
+	case c.peek != nil:
+		r, err := l.store.Peek(ctx, c.peek.Key, c.peek.Limit, c.peek.Cost)
+		return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
+	case len(c.reqs) > 1 || c.reqs[0].Debit:
+		return l.store.AllowAll(ctx, c.reqs)
+	}
+	r, err := l.store.AllowN(ctx, c.reqs[0].Key, c.reqs[0].Limit, c.reqs[0].Cost)
+	return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
+}
+
+// budget returns how long the store may take for a call made now by a
+// caller with ctx: Options.Timeout, or, when the caller's deadline comes
+// first, the caller's remaining time less a margin for the failure policy
+// to answer before that deadline (a fifth of the remaining time, at most
+// Options.CallerMargin; 4 ms of Envoy's 20). Zero if the deadline has passed.
+func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return l.timeout
+	}
+	left := d.Sub(now)
+	if left <= 0 {
+		return 0
+	}
+	return min(l.timeout, left-min(left/5, l.margin))
+}
+
+// ask makes the call c through the circuit breaker. Its error is the
+// breaker's refusal, the store's failure (both answered by the failure
+// policies), or errCallerGone.
+//
+// A call has its budget (see budget), and the caller gets an answer within
+// it even if the client library has not answered: the late answer is then
+// dropped by the worker that made the call (see workers). A store that has
+// not answered within the budget has failed, whoever's deadline set it; a
+// caller that went away has not made it fail. The one probe of the
+// half-open breaker is judged by Options.Timeout instead (see probe).
+func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, error) {
+	done, err := l.breaker.Allow()
+	if err != nil {
+		return redlimit.Decision{}, err
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		done(errCallerGone)
+		return redlimit.Decision{}, errCallerGone
+	}
+	budget := l.budget(ctx, time.Now())
+	if budget <= 0 {
+		// The caller's deadline has passed: its policy answers, for a
+		// caller that may still use the answer.
+		err := fmt.Errorf("%w: the caller's deadline has passed", errNoTime)
+		done(err)
+		return redlimit.Decision{}, err
+	}
+	if l.breaker.State() == gobreaker.StateHalfOpen {
+		// Allowed in the half-open state: this is its one probe.
+		c.probe = true
+		d, err := l.probe(ctx, c, budget, done)
+		if err == nil {
+			l.kick()
+		}
+		return d, err
+	}
+	d, err := l.bounded(ctx, c, budget)
+	done(err)
+	if err == nil {
+		l.kick()
+	}
+	return d, err
+}
+
+// bounded makes the call c within budget.
+func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration) (redlimit.Decision, error) {
+	jctx := ctx
+	var expired <-chan time.Time // the budget's end, when the caller's deadline set it
+	var ended <-chan struct{}    // the budget's end, otherwise
+	if budget < l.timeout && ctx.Done() != nil {
+		// The caller's context ends the call (at its deadline, a margin
+		// after the budget), and a pooled timer ends the wait: a context
+		// of ours would cost allocations on every call (BenchmarkAsk).
+		t := getTimer(budget)
+		defer putTimer(t)
+		expired = t.C
+	} else {
+		// The call's context ends at the budget, or when bounded returns
+		// (cancel): a caller that goes away ends it through the select
+		// below, so it is not linked to a cancelable caller's context
+		// (every gRPC request's), which would cost that context a child
+		// registered and removed per call (BenchmarkAsk).
+		parent := ctx
+		if ctx.Done() != nil {
+			parent = context.WithoutCancel(ctx)
+		}
+		cctx, cancel := context.WithTimeout(parent, budget)
+		defer cancel()
+		jctx, ended = cctx, cctx.Done()
+	}
+	answer := l.workers.start(jctx, l, c, nil)
+	var err error
+	select {
+	case r := <-answer:
+		if r.err == nil {
+			return r.d, nil
+		}
+		err = r.err
+	case <-expired:
+		// The job is left to its worker, which drops the late answer.
+		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
+	case <-ended:
+		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
+	case <-ctx.Done():
+		// Canceled, or its deadline came first on a busy host.
+		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
+	}
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		return redlimit.Decision{}, errCallerGone
+	case budget < minBudget && errors.Is(err, context.DeadlineExceeded):
+		return redlimit.Decision{}, fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
+	}
+	return redlimit.Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+var timers sync.Pool // of *time.Timer, stopped
+
+// getTimer returns a timer that fires after d.
+func getTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d) // a stopped timer's channel holds no stale value (Go 1.23)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
+}
+
+// probe makes the call c as the half-open breaker's probe: the store gets
+// Options.Timeout whatever the caller's deadline, and the outcome goes to
+// the breaker (done) when the call ends, or at Options.Timeout. The caller
+// waits for it within its budget only, and the failure policy answers
+// after that. So callers with deadlines shorter than the store's timeout
+// (20 ms, as Envoy sends them) do not keep the breaker open against a
+// store that answers within its timeout, on a host too busy to hear it
+// within theirs.
+func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, done func(error)) (redlimit.Decision, error) {
+	var reported atomic.Bool
+	report := func(err error) {
+		if reported.CompareAndSwap(false, true) {
+			done(err)
+		}
+	}
+	timer := time.AfterFunc(l.timeout, func() { report(fmt.Errorf("%w: probe: no answer within %s", ErrStore, l.timeout)) })
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	answer := l.workers.start(pctx, l, c, func(err error) {
+		cancel()
+		timer.Stop()
+		if err != nil {
+			err = fmt.Errorf("%w: probe: %w", ErrStore, err)
+		}
+		report(err)
+	})
+	wait := time.NewTimer(budget)
+	defer wait.Stop()
+	select {
+	case r := <-answer:
+		if r.err != nil {
+			return redlimit.Decision{}, fmt.Errorf("%w: probe: %w", ErrStore, r.err)
+		}
+		return r.d, nil
+	case <-wait.C:
+		return redlimit.Decision{}, fmt.Errorf("%w: probe: no answer within the caller's %s", ErrStore, budget)
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return redlimit.Decision{}, errCallerGone
+		}
+		return redlimit.Decision{}, fmt.Errorf("%w: probe: no answer within the caller's deadline", ErrStore)
+	}
+}
+
+// callerErr is the error of a caller's context that ended.
+func callerErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+// policyContext returns ctx for the failure policy's fallback: without its
+// deadline or cancellation, which may come while the fallback decides: the
+// policy answers once the store has failed.
+func policyContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -1,0 +1,97 @@
+package resilient
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// lastSeen remembers, per state, what the store last answered this node, so
+// that when a limit falls back to the local limiter, the local state starts
+// from it rather than from a full share: a key that had 4 left of 100 gets
+// a local allowance of ceil(4 / live nodes), and a key that had nothing
+// left stays exhausted. Keys the node has not seen (or has forgotten) get
+// the whole share.
+//
+// An entry costs about 100 bytes with the map's overhead, and keeps its key
+// string (see TestLastSeenMemory).
+type lastSeen struct {
+	*boundedMap[seen]
+}
+
+// seen is what the store answered for a state. Times are Unix nanoseconds
+// of the Limiter's clock.
+type seen struct {
+	at        int64 // when the call was sent
+	drained   int64 // from when the state is full again: at + ResetAfter
+	max       int64 // the limit's Max when answered
+	remaining int64
+	applied   bool // the local state has been brought down to this answer
+}
+
+func newLastSeen(size, maxBytes int) *lastSeen {
+	return &lastSeen{newBoundedMap(size, maxBytes, func(s *seen, now time.Time) bool { return now.UnixNano() >= s.drained })}
+}
+
+// put remembers r, the store's answer for key and l to a call sent at start.
+func (ls *lastSeen) put(key string, l redlimit.Limit, start time.Time, r redlimit.Result) {
+	if r.Source != redlimit.FromStore {
+		return
+	}
+	at := start.UnixNano()
+	s := seen{at: at, drained: at + int64(r.ResetAfter), max: r.Limit, remaining: r.Remaining}
+	sh := ls.shard(key)
+	k := l.StateID(key)
+	sh.mu.Lock()
+	if old, ok := sh.m[k]; !ok || old.at <= at {
+		ls.insert(sh, k, s, start)
+	}
+	sh.mu.Unlock()
+}
+
+// startFrom brings the local state of key under share, this node's share of
+// limit l, down to what the store last said, once per answer of the store:
+// to at most ceil(remaining / nodes), where remaining is the store's last
+// Remaining (counted against l's Max if the answer was for another Count),
+// as long as that state would not have drained since. fb is the local
+// fallback. Errors of fb leave the local state as it is.
+//
+// The consumption that brings the local state down is made now, so it
+// drains up to a period later than the store's state would have: the
+// local state errs on the strict side.
+func (ls *lastSeen) startFrom(ctx context.Context, fb redlimit.Limiter, key string, l, share redlimit.Limit, nodes int64, now time.Time) {
+	sh := ls.shard(key)
+	k := l.StateID(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s, ok := sh.m[k]
+	if !ok || s.applied {
+		return
+	}
+	s.applied = true
+	sh.m[k] = s
+	if now.UnixNano() >= s.drained {
+		return
+	}
+	left := max(0, l.Max()-(s.max-s.remaining))
+	target := (left + nodes - 1) / nodes
+	// A few tries: concurrent local decisions of the key may consume
+	// between the look and the take.
+	for range 3 {
+		p, err := fb.Peek(ctx, key, share, 1)
+		if err != nil {
+			return
+		}
+		have := p.Remaining
+		if p.Allowed {
+			have++
+		}
+		if have <= target {
+			return
+		}
+		if r, err := fb.AllowN(ctx, key, share, have-target); err != nil || r.Allowed {
+			return
+		}
+	}
+}

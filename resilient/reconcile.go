@@ -1,0 +1,537 @@
+package resilient
+
+import (
+	"context"
+	"crypto/rand"
+	mrand "math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/redlimit/redlimit"
+)
+
+// Reconciliation: what this node counted by itself while the store failed
+// (the admissions its local fallback allowed, and every debit) is owed to
+// the store, per state, and charged to it as debits once it answers again:
+//
+//   - inline: after a call to the store for a state this node owes
+//     succeeded, the debt is charged (the store answers for that key, so
+//     the charge is most likely confirmed);
+//   - in the background: after a store answer, one goroutine per Limiter
+//     waits a random time up to Options.ReconcileSpread (so that nodes
+//     coming back together do not charge together), then charges the rest,
+//     up to redlimit.MaxRequests states at a time, each after a random
+//     pause of up to a fiftieth of the spread (after a failed charge, up to
+//     the spread), while the breaker stays closed.
+//
+// Each charge is of one state, in a call of its own. When the debt is
+// taken to be sent, its units become a charge with an idempotency id (128
+// random bits); while it is being sent, no other charge of the state is
+// sent, and new local units of the state are owed apart. A charge that the
+// store says did not run (see notApplier: Redis refused it, or could not be
+// reached), or that was not sent, is owed again, its id dropped. A charge
+// whose outcome is unknown (a timeout, a reply lost with its connection) is
+// counted as unconfirmed and, if the store counts a debit at most once per
+// id (onceDebiter: redisstore.Store), kept with its id, in doubt, and sent
+// again with it, before any newer units of the state, until it is
+// confirmed or expires: exactly once. The units owed meanwhile go in a
+// charge of their own, with an id of its own, so that an id never covers
+// two amounts. A store without DebitOnce gets each charge at most once: a
+// charge in doubt is not sent again.
+//
+// The debts are bounded (Options.ReconcileSize states, and CacheBytes):
+// when full, a new state's units are not recorded (counted as dropped),
+// after the entries whose period has passed have been removed from a
+// sample; the states held keep being counted in full. Units whose state has
+// seen no local unit for a whole period are not charged (expired): any
+// window has drained them by then. A charge in doubt expires likewise, a
+// period after its last unit: it is not sent again after that, which is
+// within the time the store keeps its id (twice the period for
+// redisstore.Store), so a retry never finds its id forgotten.
+
+// onceDebiter is a store that counts a debit at most once per idempotency
+// id, so that a charge whose outcome is unknown can be sent again with its
+// id (redisstore.Store is one). counted reports whether this call counted
+// it, rather than an earlier one with the id.
+type onceDebiter interface {
+	DebitOnce(ctx context.Context, req redlimit.Request, id string) (res redlimit.Result, counted bool, err error)
+}
+
+// debts is what this node owes the store, per state.
+type debts struct {
+	*boundedMap[debt]
+	n atomic.Int64 // entries, read without a lock on the store call's path
+}
+
+// debt is what a state owes: units not yet in a charge, and a charge in
+// doubt. Times are Unix nanoseconds of the Limiter's clock.
+type debt struct {
+	limit redlimit.Limit // the store's limit (not this node's share), as last used
+	units int64          // at most redlimit.MaxCost
+	last  int64          // when the last of units was counted
+	doubt *charge        // sent, outcome unknown: to be sent again with its id
+	busy  bool           // a charge of the state is being sent
+}
+
+// charge is a debit of one state, sent or to be sent.
+type charge struct {
+	key   string
+	limit redlimit.Limit
+	units int64
+	last  int64  // when its last unit was counted
+	id    string // its idempotency id; "" for a store without DebitOnce
+	again bool   // sent before, with an unknown outcome
+}
+
+// doubtBytes is what a charge in doubt is counted for in the debts' bytes.
+const doubtBytes = 128
+
+func expired(limit redlimit.Limit, last, now int64) bool { return now-last >= int64(limit.Period) }
+
+// stale reports whether nothing of d can be charged any more.
+func (d *debt) stale(now int64) bool {
+	return !d.busy && (d.units == 0 || expired(d.limit, d.last, now)) &&
+		(d.doubt == nil || expired(d.doubt.limit, d.doubt.last, now))
+}
+
+func newDebts(size, maxBytes int) *debts {
+	return &debts{boundedMap: newBoundedMap(size, maxBytes, func(d *debt, now time.Time) bool { return d.stale(now.UnixNano()) })}
+}
+
+// reconcileStats are the counters of Reconciliation, in units.
+type reconcileStats struct {
+	charged, unconfirmed, recovered, replayed, dropped, expired atomic.Int64
+}
+
+// Reconciliation counts, in units of cost, what a Limiter owed the store
+// for what it counted by itself while the store failed, and what became of
+// it (see Options.ReconcileSize).
+type Reconciliation struct {
+	Pending int   // states whose units wait to be charged, are in doubt, or are being charged
+	Charged int64 // units of charges the store confirmed (after a retry included)
+	// Unconfirmed counts the units of every try of a charge whose outcome
+	// is unknown (a timeout, a reply lost with its connection): a charge
+	// that failed twice counts twice. With a store that counts a debit at
+	// most once per id (redisstore.Store) they are sent again; see
+	// Recovered. With another store they are not, and may or may not have
+	// been counted (a charge sent to a frozen Redis is applied when it
+	// resumes).
+	Unconfirmed int64
+	// Recovered counts the units of charges in doubt that a retry with
+	// their id confirmed (each once; within Charged).
+	Recovered int64
+	// Replayed counts, of Recovered, the units whose first try had been
+	// counted by the store after all: the retry counted nothing.
+	Replayed int64
+	Dropped  int64 // units not recorded: the bound was reached
+	// Expired counts the units not charged, or whose charge in doubt was
+	// not sent again: a period passed since their last local unit.
+	Expired int64
+}
+
+// Reconciliation returns the reconciliation's counters; zero when it is off.
+func (l *Limiter) Reconciliation() Reconciliation {
+	if l.debts == nil {
+		return Reconciliation{}
+	}
+	return Reconciliation{
+		Pending:     int(l.debts.n.Load()),
+		Charged:     l.rstats.charged.Load(),
+		Unconfirmed: l.rstats.unconfirmed.Load(),
+		Recovered:   l.rstats.recovered.Load(),
+		Replayed:    l.rstats.replayed.Load(),
+		Dropped:     l.rstats.dropped.Load(),
+		Expired:     l.rstats.expired.Load(),
+	}
+}
+
+// add records that n units of key under limit (the store's limit) were
+// counted at now by this node alone.
+func (ds *debts) add(key string, limit redlimit.Limit, n int64, now time.Time, st *reconcileStats) {
+	k := limit.StateID(key)
+	at := now.UnixNano()
+	sh := ds.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if d, ok := sh.m[k]; ok {
+		d.limit, d.units, d.last = limit, min(redlimit.MaxCost, d.units+n), at
+		sh.m[k] = d
+		return
+	}
+	size := sizeOf(k)
+	if len(sh.m) >= ds.max || sh.bytes+size > ds.maxBytes {
+		seen := 0
+		for k, d := range sh.m {
+			if d.stale(at) {
+				ds.drop(sh, k, &d, st)
+			}
+			if seen++; seen == 8 {
+				break
+			}
+		}
+		if len(sh.m) >= ds.max || sh.bytes+size > ds.maxBytes {
+			st.dropped.Add(n)
+			return
+		}
+	}
+	sh.m[k] = debt{limit: limit, units: min(redlimit.MaxCost, n), last: at}
+	sh.bytes += size
+	ds.n.Add(1)
+}
+
+// drop removes the stale entry k, d of sh, whose lock the caller holds,
+// counting its units as expired.
+func (ds *debts) drop(sh *mapShard[debt], k redlimit.StateID, d *debt, st *reconcileStats) {
+	st.expired.Add(d.units)
+	if d.doubt != nil {
+		st.expired.Add(d.doubt.units)
+		sh.bytes -= doubtBytes
+	}
+	ds.remove(sh, k)
+	ds.n.Add(-1)
+}
+
+// stateCharge is what is sent for one state: its charge in doubt, then its units
+// owed (either may be nil).
+type stateCharge struct {
+	id    redlimit.StateID
+	doubt *charge
+	fresh *charge
+}
+
+// takeFor takes the states of reqs that owe something and no charge of
+// which is being sent.
+func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) []stateCharge {
+	var out []stateCharge
+	for _, r := range reqs {
+		k := r.StateID()
+		sh := ds.shard(r.Key)
+		sh.mu.Lock()
+		if d, ok := sh.m[k]; ok && !d.busy {
+			if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
+				out = append(out, j)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// take takes up to max states, starting at shard from, as takeFor does.
+func (ds *debts) take(max, from int, now time.Time, once bool, st *reconcileStats) []stateCharge {
+	var out []stateCharge
+	for i := range ds.shards {
+		sh := &ds.shards[(from+i)%len(ds.shards)]
+		sh.mu.Lock()
+		for k, d := range sh.m {
+			if len(out) == max {
+				break
+			}
+			if d.busy {
+				continue
+			}
+			if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
+				out = append(out, j)
+			}
+		}
+		sh.mu.Unlock()
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
+// takeLocked takes what the entry k, d of sh owes, leaving the
+// entry busy, or drops it if nothing of it can be charged any more. An id
+// is made for its units when the store counts debits once per id. The
+// caller holds sh's lock.
+func (ds *debts) takeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt, now int64, once bool, st *reconcileStats) (stateCharge, bool) {
+	j := stateCharge{id: k}
+	if c := d.doubt; c != nil {
+		if expired(c.limit, c.last, now) {
+			st.expired.Add(c.units)
+		} else {
+			j.doubt = c
+		}
+		d.doubt = nil
+		sh.bytes -= doubtBytes
+	}
+	if d.units > 0 {
+		if expired(d.limit, d.last, now) {
+			st.expired.Add(d.units)
+		} else {
+			j.fresh = &charge{key: k.Key, limit: d.limit, units: d.units, last: d.last}
+			if once {
+				j.fresh.id = rand.Text()
+			}
+		}
+		d.units = 0
+	}
+	if j.doubt == nil && j.fresh == nil {
+		ds.remove(sh, k)
+		ds.n.Add(-1)
+		return j, false
+	}
+	d.busy = true
+	sh.m[k] = *d
+	return j, true
+}
+
+// outcome is what became of a charge.
+type outcome int
+
+const (
+	unsent    outcome = iota // not sent, or the store says it did not run
+	confirmed                // the store counted it (or had, under its id)
+	inDoubt                  // sent, outcome unknown
+)
+
+// settle records what became of j's charges (doubt's and fresh's
+// outcomes) and makes its state free to be charged again.
+func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats) {
+	sh := ds.shard(j.id.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	d, ok := sh.m[j.id]
+	if !ok {
+		return // not reached: a busy entry is never removed
+	}
+	d.busy = false
+	if j.doubt != nil && doubt != confirmed {
+		// Sent before with an unknown outcome: only its id may be sent.
+		d.doubt = j.doubt
+	}
+	if c := j.fresh; c != nil {
+		switch {
+		case fresh == unsent:
+			if d.units == 0 {
+				d.limit, d.last = c.limit, c.last
+			}
+			d.units = min(redlimit.MaxCost, d.units+c.units)
+		case fresh == inDoubt && c.id != "":
+			// The doubt, if any, was confirmed before fresh was sent.
+			c.again = true
+			d.doubt = c
+		}
+	}
+	if d.doubt != nil {
+		sh.bytes += doubtBytes
+	}
+	if d.units == 0 && d.doubt == nil {
+		ds.remove(sh, j.id)
+		ds.n.Add(-1)
+		return
+	}
+	sh.m[j.id] = d
+}
+
+// owe records that this node counted n units of key under limit by itself.
+func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
+	if l.debts != nil {
+		l.debts.add(key, limit, n, l.now(), &l.rstats)
+	}
+}
+
+// chargeAfter charges what this node owes for the states of reqs, after a
+// call to the store that decided them succeeded: the store then answers for
+// those states' keys (on Cluster, their masters), so the charge is most
+// likely to be confirmed; one made to a master that is failing over would
+// be lost (see charge). The decision that came first did not see the debt:
+// one decision per state and node. The breaker's probe charges nothing.
+func (l *Limiter) chargeAfter(ctx context.Context, reqs []redlimit.Request) {
+	if l.debts == nil || l.debts.n.Load() == 0 {
+		return
+	}
+	charges := l.debts.takeFor(reqs, l.now(), l.once != nil, &l.rstats)
+	for i, j := range charges {
+		if err := l.send(ctx, j); err != nil {
+			l.unsent(charges[i+1:])
+			l.kick() // for what is owed still, in doubt or not
+			return
+		}
+	}
+}
+
+// send sends j's charges, the one in doubt first, each in a call of its
+// own, and returns the first error, after which nothing more is sent.
+func (l *Limiter) send(ctx context.Context, j stateCharge) error {
+	doubt, fresh := unsent, unsent
+	var err error
+	if j.doubt != nil {
+		doubt, err = l.charge(ctx, j.doubt)
+	}
+	if err == nil && j.fresh != nil {
+		fresh, err = l.charge(ctx, j.fresh)
+	}
+	l.debts.settle(j, doubt, fresh, &l.rstats)
+	return err
+}
+
+// unsent gives back charges taken and not sent.
+func (l *Limiter) unsent(charges []stateCharge) {
+	for _, j := range charges {
+		l.debts.settle(j, unsent, unsent, &l.rstats)
+	}
+}
+
+// charge sends c to the store in a call of its own, with Options.Timeout
+// whatever the caller's deadline (a charge cut off by a caller that gave
+// up would be in doubt), counts its outcome and returns it with the
+// store's error. One state is one script call, which the store may tell
+// did not run. A charge of several states in one call would make a
+// failure of one slot's master (a Cluster failover) leave every state of
+// the call in doubt.
+func (l *Limiter) charge(ctx context.Context, c *charge) (outcome, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	defer cancel()
+	req := redlimit.Request{Key: c.key, Limit: c.limit, Cost: c.units, Debit: true}
+	counted := true
+	var err error
+	if c.id != "" {
+		_, counted, err = l.once.DebitOnce(cctx, req, c.id)
+	} else {
+		_, err = l.store.AllowAll(cctx, []redlimit.Request{req})
+	}
+	switch {
+	case err == nil:
+		l.rstats.charged.Add(c.units)
+		if c.again {
+			l.rstats.recovered.Add(c.units)
+			if !counted {
+				l.rstats.replayed.Add(c.units)
+			}
+		}
+		return confirmed, nil
+	case c.again:
+		// Only its id may be sent, whatever this try says.
+		l.rstats.unconfirmed.Add(c.units)
+		return inDoubt, err
+	}
+	if na, ok := l.store.(notApplier); ok && na.NotApplied(err) {
+		return unsent, err
+	}
+	l.rstats.unconfirmed.Add(c.units)
+	if c.id == "" {
+		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, not retried", "units", c.units, "err", err)
+	} else {
+		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, to be retried with its id", "units", c.units, "err", err)
+	}
+	return inDoubt, err
+}
+
+// notApplier is a store that can tell, from the error of a call that ran
+// one script call, that the call did not run (redisstore.Store is one).
+type notApplier interface {
+	NotApplied(err error) bool
+}
+
+// kick starts the background reconciliation if something is owed and it is
+// not running; called after the store answered.
+func (l *Limiter) kick() { l.kickAfter(0) }
+
+// kickAfter is kick for a pass that waits a random time up to wait, then
+// up to the spread, before its first charge.
+func (l *Limiter) kickAfter(wait time.Duration) {
+	if l.debts == nil || l.debts.n.Load() == 0 || l.reconciling.Load() {
+		return
+	}
+	l.recMu.Lock()
+	defer l.recMu.Unlock()
+	if l.closed || !l.reconciling.CompareAndSwap(false, true) {
+		return
+	}
+	l.recWG.Add(1)
+	go l.reconcile(wait)
+}
+
+// reconcile charges what is owed, in batches, as described above. After
+// a charge failed it waits (see retryPause) and goes on, from the next
+// shard, while the breaker stays closed: a charge in doubt is sent again
+// even if no call to the store follows (a key answered by the deny cache).
+func (l *Limiter) reconcile(wait time.Duration) {
+	defer l.recWG.Done()
+	defer func() {
+		l.reconciling.Store(false)
+		// What is owed still (units owed after the pass's last take, or
+		// held by another charge then; or all of it, the breaker being
+		// open) starts another pass, after a random wait up to retryPause
+		// and the spread: once the
+		// traffic has stopped, no store answer may come to start it. With
+		// exactly-once charges this goes on while the breaker is open, so
+		// that its cool-down ends (mayCharge) and a charge probes.
+		if l.once != nil || l.mayCharge() {
+			l.kickAfter(retryPause)
+		}
+	}()
+	if !l.pause(wait) || !l.pause(l.spread) {
+		return
+	}
+	from := mrand.N(len(l.debts.shards))
+	for {
+		if !l.mayCharge() {
+			return // the next answer of the store starts it again
+		}
+		batch := l.debts.take(redlimit.MaxRequests, from, l.now(), l.once != nil, &l.rstats)
+		if len(batch) == 0 {
+			return
+		}
+		wait := l.spread / 50
+		for i, j := range batch {
+			done, err := l.breaker.Allow()
+			if err != nil {
+				// Refused by the breaker: not sent.
+				l.unsent(batch[i:])
+				return
+			}
+			err = l.send(context.Background(), j)
+			done(err)
+			if err != nil {
+				l.unsent(batch[i+1:])
+				wait, from = max(l.spread, retryPause), (from+1)%len(l.debts.shards)
+				break
+			}
+		}
+		if !l.pause(wait) {
+			return
+		}
+	}
+}
+
+// mayCharge reports whether the background reconciliation may send a
+// charge: while the breaker is closed, and, when charges are exactly once
+// (the store has DebitOnce), while it is half-open too, a charge then being
+// the breaker's probe: after an outage at the end of the traffic, no call
+// would come to close the breaker, and what is owed would wait for ever. A
+// probe sent to a store still down is in doubt, and sent again.
+func (l *Limiter) mayCharge() bool {
+	switch l.breaker.State() {
+	case gobreaker.StateClosed:
+		return true
+	case gobreaker.StateHalfOpen:
+		return l.once != nil
+	}
+	return false
+}
+
+// retryPause is the longest random wait of the background reconciliation
+// after a charge failed, when Options.ReconcileSpread is shorter.
+const retryPause = 100 * time.Millisecond
+
+// pause waits a random time up to d, and reports false if the Limiter is
+// closed meanwhile.
+func (l *Limiter) pause(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(mrand.N(d) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-l.quit:
+		return false
+	}
+}

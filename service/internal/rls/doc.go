@@ -1,0 +1,133 @@
+// Package rls is the Envoy Rate Limit Service v3
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) on a
+// redlimit.Limiter and a rule configuration from the internal/config
+// package, which [Service.SetConfig] swaps while requests are served.
+// [Service.JSONHandler] serves the same messages as JSON over HTTP (POST
+// /json, as envoyproxy/ratelimit does).
+//
+// # A request
+//
+// A request within the caps of [Options] gets, for each descriptor:
+//
+//   - no limit (OK, limit_remaining 0) for an unknown domain, a descriptor
+//     that matches no rule, a rule named in the replaces of another rule
+//     the request matched, and a refund (is_negative_hits: redlimit has
+//     none, so what was consumed stays consumed);
+//   - OK with limit_remaining 4294967295 for an unlimited rule;
+//   - OVER_LIMIT without asking the limiter for a rule with
+//     requests_per_unit 0 (envoyproxy/ratelimit's block);
+//   - otherwise its rule's limit, or the descriptor's own limit override,
+//     counted by the matched rule's algorithm and failure policy (or
+//     Options.DefaultAlgorithm when no limited rule matched), as
+//     [OverridePolicy] and Options.MaxOverridePeriod allow.
+//
+// A limit is kept under the domain and the descriptor's entries, except
+// that where the descriptor went through a share_threshold wildcard the
+// pattern stands for the request's value, so that every value it matches
+// counts against one limit (config.Descriptor.KeyValue); a limit override
+// is kept under the request's values, as in envoyproxy/ratelimit.
+//
+// # Hits: admissions and debits
+//
+// A descriptor costs its own hits_addend when set, else the request's, where
+// 0 (unset) means 1. A descriptor's own hits_addend of 0 checks without
+// consuming, as in envoyproxy/ratelimit: a Limiter.Peek of a cost of 1,
+// which passes while one more hit fits (envoyproxy/ratelimit passes it
+// until the count is above the limit, one hit later).
+//
+// Hits are counted one of two ways, chosen per descriptor by the counting
+// of its rule, else of its file, else Options.Counting (config.Counting):
+//
+//   - an admission: a request that does not fit is denied and consumes
+//     nothing, so a client retrying while denied does not push its limit
+//     further away (redlimit's way, and what plain requests get by default);
+//   - a debit: the hits are recorded whatever the limit says, over it too,
+//     and answered OVER_LIMIT when they take the key over, as
+//     envoyproxy/ratelimit counts every hit; later requests are denied
+//     until the debt has drained. This is what the check-then-debit flow of
+//     cost budgets needs (LLM tokens, bytes): Envoy checks with a
+//     descriptor hits_addend of 0 before the work, and reports the cost it
+//     measured afterwards (apply_on_stream_done) in a descriptor
+//     hits_addend, whose answer nobody reads: dropped, a cost that does not
+//     fit would be spent and never counted.
+//
+// The default counting, auto, makes a descriptor that carries its own
+// hits_addend a debit (Envoy sets it from a route's hits_addend, as that
+// flow does) and any other an admission. A debit is a
+// redlimit.Request.Debit: its answer is OVER_LIMIT when it did not fit, and
+// it is counted whatever any limit of the request says, also when a
+// deny-all rule or a spent check denies the request before the limiter is
+// asked for the rest.
+//
+// # One decision
+//
+// The limited descriptors of a request are decided in one Limiter.AllowAll:
+// a request that any enforced limit denies consumes none of the others
+// (envoyproxy/ratelimit counts every descriptor of a denied request). Two
+// descriptors that would share state (the same descriptor twice) are one
+// limit for the sum of their costs. When a deny-all rule or a checked
+// descriptor with nothing left denies, the other limits are only peeked.
+//
+// # Quotas
+//
+// A quota_mode rule (or every limit, with Options.QuotaMode) is a quota,
+// as in envoyproxy/ratelimit: a request is denied for its quotas only when
+// every quota it carries is over its limit. A spent quota is OVER_LIMIT in
+// its own status while the request passes for another; it consumes
+// nothing, and the quotas with room consume as shadow limits do (each as
+// if it alone were added to the enforced limits). A request whose quotas
+// are all spent is denied and consumes nothing; its Retry-After is when
+// the first quota could pass. A checked quota (hits_addend 0) with room
+// satisfies the request's quotas. With Options.QuotaMode, a descriptor
+// without a limit (no rule, replaced; not unlimited) counts as a quota
+// with room, so such a request always passes, as in envoyproxy/ratelimit.
+// A quota in shadow mode is a shadow limit.
+//
+// # Dynamic metadata
+//
+// With Options.DynamicMetadata (envoyproxy/ratelimit's
+// RESPONSE_DYNAMIC_METADATA), every response carries dynamic metadata, as
+// envoyproxy/ratelimit writes it: "domain"; "descriptors", each with its
+// "entries" as "key=value", its limit override as "limit" and its own
+// "hitsAddend"; the request's "hitsAddend" when set; and "metadata", the
+// metadata of the rules whose descriptors passed (not OVER_LIMIT: spent
+// quotas and denials are left out, shadow limits are not), merged in the
+// request's order, the first rule's field winning. Envoy's rate limit
+// filter puts it in the namespace envoy.filters.http.ratelimit, where
+// %DYNAMIC_METADATA(envoy.filters.http.ratelimit:metadata:upstream:name)%
+// reads it: with one quota per backend, the backend with room.
+//
+// # Metrics
+//
+// Each limited descriptor is reported to Options.Observer under its rule's
+// path, or, with detailed_metric or value_to_metric, the name
+// envoyproxy/ratelimit gives its stats with the request's values
+// (config.Rule.MetricName), within Options.MaxDetailedSeries and
+// MaxDetailedSeriesPerRule.
+//
+// # Shadow mode
+//
+// A shadow limit (shadow_mode in a rule, or every limit with Options.Shadow)
+// is decided and counted but never denies: its status is OK, with the
+// limit_remaining it has, its denials show as the ShadowDenied outcome, and
+// it has no header field. It counts as if it alone were added to the
+// enforced limits, as httplimit's shadow rules do (internal/shadow): what it
+// denies is what enforcing it would deny, whatever other shadow limits say.
+//
+// # Reset
+//
+// duration_until_reset is, for a request allowed, how long until the
+// limit's whole allowance is back if nothing else is admitted
+// (Result.ResetAfter); for a request denied, how long until a request of the
+// same cost could pass (Result.RetryAfter). By algorithm:
+//
+//	fixed_window    the end of the current window, allowed or denied (as envoyproxy/ratelimit)
+//	sliding_log     allowed: when the newest request counted leaves the log;
+//	                denied: when enough of the oldest have left it
+//	sliding_window  allowed: when the current window's count stops weighing (the end of the next window);
+//	                denied: when the weighted count has dropped enough
+//	token_bucket    allowed: when the bucket is full again; denied: when enough tokens are back
+//
+// The header fields (Options.Headers) carry the same reset in whole seconds,
+// from the enforced limits, as package ratelimitfield writes them.
+package rls

@@ -1,0 +1,64 @@
+// Package server runs the redlimit rate limit service (`redlimit serve`):
+// the rls package's Envoy RLS v3 over gRPC and HTTP, on a store, with its
+// configuration reloaded as it changes, metrics, a live dashboard, health
+// and a graceful shutdown. [New] builds it from [Options] and [Server.Run]
+// serves until its context ends; [Main] is the command, its flags and
+// environment variables wired to Options.
+//
+// # Store
+//
+// With Options.RedisURL (or RedisURLFile, which keeps the password off the
+// command line), the limits live in Redis (redisstore.Open), behind a
+// resilient.Limiter whose local fallback takes this node's share of each
+// limit, counted by the live-node registry. Without it, they live in this
+// process's memory (memory.Store), which New logs as a warning. The URL is
+// only ever logged or reported with its password redacted.
+//
+// # Listeners
+//
+// gRPC serves the RLS, grpc.health.v1.Health (SERVING while ready) and
+// reflection, with what a client can make it hold bounded by
+// [GRPCOptions] and a guard on the listener (Options.GRPCMaxPendingBytes).
+// Each address is host:port, or unix:PATH for a Unix socket (mode
+// Options.UnixSocketMode, set before any client can connect). With
+// Options.TLSCertFile and TLSKeyFile, gRPC serves TLS only, beneath the
+// connection guard; with TLSClientCAFile, mutual TLS. HTTP serves as
+// Options.HTTPTLS says. The files are watched (package tlsreload) and
+// reloaded by [Server.ReloadTLS] (SIGHUP); files that do not load leave the
+// certificate in use serving, logged and counted. With Options.Tracing,
+// every ShouldRateLimit call and POST /json is a span (package tracing);
+// without it, nothing of tracing is on a decision's path.
+//
+// HTTP serves:
+//
+//	POST /json         the RLS in protojson: 200, 429 over limit; problem+json 400, 413, 415, 503
+//	GET  /healthz      200 while the process runs (liveness)
+//	GET  /readyz       200 once the configuration is loaded and, with Redis, while Redis answers;
+//	                   503 with the reason otherwise, and from the start of a shutdown
+//	GET  /healthcheck  /readyz under envoyproxy/ratelimit's name
+//	GET  /metrics      Prometheus, on a registry of the server's own ([Metrics])
+//	GET  /rules        the configuration in use
+//	GET  /debug/pprof/ runtime profiles, with Options.Pprof only; never cmdline
+//	GET  /             the dashboard (package dashboard), unless Options.NoDashboard
+//
+// Every HTTP route answers only IP addresses, localhost and
+// Options.AllowedHosts as Host (421 otherwise), so that a page reaching the
+// server by DNS rebinding reads and changes nothing, and refuses a request
+// that changes something from a browser page of another origin, or that a
+// page of another site makes the browser fetch (403); at most
+// Options.HTTPMaxConnections connections are open at once.
+//
+// # Configuration and shutdown
+//
+// New loads Options.ConfigPath before it binds anything: the service never
+// answers without a configuration. Run watches the path and reloads it
+// when it changes (a ConfigMap's symbolic-link swap included) or on
+// [Server.Reload]; a configuration that does not load is logged and
+// counted, and the one in use keeps serving.
+//
+// When Run's context ends, the server reports not ready, stops accepting
+// connections, ends the dashboard's event streams, lets requests in flight
+// finish for up to Options.ShutdownTimeout, leaves the live-node registry,
+// closes the store and, with tracing, exports the spans still queued (for
+// up to 5 s). Nothing it started keeps running after Run returns.
+package server

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"runtime/debug"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+)
+
+// rlsService is the full name of the RLS service, as gRPC health checks
+// name it.
+const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
+
+// Keepalive settings of the gRPC server. Envoy keeps its connections to the
+// rate limit service open; pings every 30 s find dead peers behind NATs and
+// load balancers, and clients may ping every 5 s. A connection without a
+// request for 5 minutes is closed (GOAWAY: its client reconnects when it
+// needs to), and every connection is closed gracefully after
+// Options.GRPCMaxConnectionAge (plus or minus 10%), its requests in flight
+// given 10 s, so that clients spread again over the instances after a
+// scale-up and no connection holds anything for ever.
+const (
+	keepaliveTime         = 30 * time.Second
+	keepaliveTimeout      = 10 * time.Second
+	keepaliveMinTime      = 5 * time.Second
+	maxConnectionIdle     = 5 * time.Minute
+	maxConnectionAgeGrace = 10 * time.Second
+)
+
+// Flow-control windows. A stream's window is the HTTP/2 default rounded to
+// 64 KiB: RLS requests are a few hundred bytes, and grpc-go widens the
+// window of a stream by its message's length as it reads a larger one. The
+// connection's window lets many streams send at once; it bounds nothing, as
+// grpc-go returns it as it reads the frames.
+const (
+	streamWindowSize = 64 << 10
+	connWindowSize   = 1 << 20
+)
+
+// maxHeaderListBytes caps the header fields of one request (decoded, as
+// HTTP/2 counts them); grpc-go keeps them for the stream's life. Envoy's
+// RLS requests carry a few hundred bytes of them.
+const maxHeaderListBytes = 8 << 10
+
+// handshakeTimeout bounds how long a new connection may take to send the
+// HTTP/2 preface and settings before the server closes it.
+const handshakeTimeout = 10 * time.Second
+
+// streamWorkers is the number of goroutines that run requests; a request
+// that finds them all busy gets a goroutine of its own.
+const streamWorkers = 128
+
+// GRPCOptions returns the transport settings of the service's gRPC server
+// for the limits in o (each zero field its default): the message size cap
+// (MaxMessageBytes), streams per connection (GRPCMaxStreams), the header
+// size cap, keepalive, idle and age limits (GRPCMaxConnectionAge), fixed
+// flow-control windows and stream workers. The service adds its handlers,
+// a panic recovery and a listener that applies GRPCMaxConnections and
+// GRPCMaxPendingBytes; the benchmarks use the same settings to measure
+// gRPC on its own.
+func GRPCOptions(o Options) []grpc.ServerOption {
+	o = withDefaults(o)
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(o.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(o.GRPCMaxStreams)),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  keepaliveTime,
+			Timeout:               keepaliveTimeout,
+			MaxConnectionIdle:     maxConnectionIdle,
+			MaxConnectionAge:      o.GRPCMaxConnectionAge,
+			MaxConnectionAgeGrace: maxConnectionAgeGrace,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		// Fixed flow-control windows: a fixed window turns off the BDP
+		// estimation pings, a write and a read more per request on a busy
+		// connection.
+		grpc.InitialWindowSize(streamWindowSize),
+		grpc.InitialConnWindowSize(connWindowSize),
+		// Requests run on a pool of goroutines whose stacks have grown
+		// already, instead of a new goroutine each, which grows its stack
+		// on every request (about a tenth of the CPU at 64 connections).
+		grpc.NumStreamWorkers(streamWorkers),
+	}
+}
+
+// newGRPC returns the gRPC server: the RLS service (a request that does not
+// decode answered InvalidArgument), the health service and server
+// reflection, with the settings of [GRPCOptions], the span of each
+// ShouldRateLimit with tracing on, and a recovery that turns a panic into
+// an Internal status instead of a crash.
+func (s *Server) newGRPC() *grpc.Server {
+	interceptors := []grpc.UnaryServerInterceptor{s.recoverUnary}
+	if s.tracing != nil {
+		interceptors = []grpc.UnaryServerInterceptor{s.tracing.UnaryInterceptor(), s.recoverUnary}
+	}
+	g := grpc.NewServer(append(GRPCOptions(s.opts), grpc.ChainUnaryInterceptor(interceptors...), grpc.ForceServerCodecV2(newServerCodec()))...)
+	g.RegisterService(s.rlsDesc(), s.svc)
+	healthpb.RegisterHealthServer(g, s.health)
+	reflection.Register(g)
+	return g
+}
+
+func (s *Server) recoverUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in a gRPC handler", "method", info.FullMethod, "panic", p, "stack", string(debug.Stack()))
+			resp, err = nil, status.Error(codes.Internal, "internal error")
+		}
+	}()
+	return h(ctx, req)
+}
+
+// watchReadiness keeps the gRPC health status (for "" and the RLS service)
+// in step with readiness, checking every second, until ctx is done.
+func (s *Server) watchReadiness(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		st := healthpb.HealthCheckResponse_SERVING
+		if err := s.ready(ctx); err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+			if st != last {
+				s.log.Warn("not ready", "reason", err)
+			}
+		} else if last == healthpb.HealthCheckResponse_NOT_SERVING {
+			s.log.Info("ready again")
+		}
+		if st != last && !s.stopping.Load() {
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus(rlsService, st)
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
