@@ -95,7 +95,7 @@ func TestAskAllocs(t *testing.T) {
 		}
 	})
 	t.Logf("AllowN: %v allocations through the Limiter, %v on the store alone", plain, direct)
-	if wrapper := plain - direct; wrapper > maxWrapperAllocs+0.5 {
+	if wrapper := plain - direct; wrapper > maxWrapperAllocs+allocNoise {
 		t.Errorf("the Limiter adds %.1f allocations to its store's AllowN (%v against %v), want at most %d", wrapper, plain, direct, maxWrapperAllocs)
 	}
 	ownAllocs := least(func() {
@@ -108,7 +108,7 @@ func TestAskAllocs(t *testing.T) {
 		allow(ctx)
 		cancel()
 	})
-	if extra := cancelable - ownAllocs - plain; extra > 1.5 {
+	if extra := cancelable - ownAllocs - plain; extra > 1+allocNoise {
 		t.Errorf("a cancelable caller's call: %.1f allocations more than a plain one's (%v against %v; its context: %v); want at most 1", extra, cancelable, plain, ownAllocs)
 	}
 }
@@ -119,3 +119,11 @@ func TestAskAllocs(t *testing.T) {
 // AllowN's one-request and one-result slices (two) and the breaker's done
 // function (one).
 const maxWrapperAllocs = 10
+
+// allocNoise is how far two allocation counts of the same path may differ
+// by chance. Under the race detector sync.Pool drops a quarter of what is
+// put back, at random, so the client library's pooled command buffers are
+// made again on some calls and not others: the figures of one path moved
+// by 1 from one run to the next (20 or 21 through the Limiter, 10 or 11
+// on the store alone), and a strict comparison failed one run in five.
+var allocNoise = map[bool]float64{false: 0.5, true: 1.5}[raceDetector]
