@@ -66,4 +66,31 @@ func TestSecurityDocNames(t *testing.T) {
 			t.Errorf("SECURITY.md names %s, which the service does not export", name)
 		}
 	}
+
+	// The tests, fuzz targets and benchmarks it cites, from both modules'
+	// test files.
+	defined := map[string]bool{}
+	declared := regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*)\(`)
+	err = filepath.WalkDir(filepath.Join("..", "..", ".."), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		for _, m := range declared.FindAllStringSubmatch(string(src), -1) {
+			defined[m[1]] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cited := regexp.MustCompile(`\b(?:Test|Fuzz|Benchmark)[A-Z][A-Za-z0-9_]*`).FindAllString(doc, -1)
+	if len(cited) < 10 {
+		t.Fatalf("only %d tests cited in SECURITY.md", len(cited))
+	}
+	for _, name := range cited {
+		if !defined[name] {
+			t.Errorf("SECURITY.md cites %s, which no test file defines", name)
+		}
+	}
 }
