@@ -3,14 +3,24 @@ package main
 import (
 	"context"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
 )
 
@@ -152,5 +162,78 @@ func TestServeRedisSecrets(t *testing.T) {
 	p := tryStartProc(t, nil, "--redis="+url, "--redis-url-file="+file)
 	if err := p.wait(20 * time.Second); err == nil || !strings.Contains(p.logs.String(), "give one") || leaks(p.logs.String()) {
 		t.Errorf("--redis and --redis-url-file: %v\n%s", err, p.logs.String())
+	}
+}
+
+// A cost near the wire's largest never opens a limit (issue 11, finding
+// 2: a 1/hour token bucket answered OK to hits_addend 4,000,000,000 and
+// was refilled by it). Through the built binary, on memory and on Redis,
+// for both ways of sending a cost: the request's hits_addend (an
+// admission: denied, consuming nothing) and a descriptor's own (a debit
+// under the default counting, auto: counted, so the bucket is in debt and
+// the next hit is denied).
+func TestServeHugeHitsAddend(t *testing.T) {
+	t.Parallel()
+	const rules = `domain: hostile
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: token_bucket}
+`
+	cfg := filepath.Join(t.TempDir(), "hostile.yaml")
+	writeFile(t, cfg, rules)
+	redis := redistest.Shared(t)
+	for _, store := range []struct {
+		name string
+		args []string
+	}{
+		{"memory", nil},
+		{"redis", []string{"--redis=redis://" + redis.Addr(), "--timeout=10s"}},
+	} {
+		t.Run(store.name, func(t *testing.T) {
+			t.Parallel()
+			p := startProc(t, nil, append([]string{"--config=" + cfg}, store.args...)...)
+			ask := func(user string, requestHits, ownHits uint64) pb.RateLimitResponse_Code {
+				t.Helper()
+				d := desc("user", user)
+				if ownHits > 0 {
+					d.HitsAddend = wrapperspb.UInt64(ownHits)
+				}
+				resp, err := p.client.ShouldRateLimit(context.Background(),
+					&pb.RateLimitRequest{Domain: "hostile", HitsAddend: uint32(requestHits), Descriptors: []*rlpb.RateLimitDescriptor{d}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp.OverallCode
+			}
+			user := "u-" + strconv.FormatInt(time.Now().UnixNano(), 36) // a key of its own on the shared Redis
+			const huge = 4_000_000_000
+			for _, step := range []struct {
+				what         string
+				request, own uint64
+				want         pb.RateLimitResponse_Code
+			}{
+				{"a huge admission on a full bucket", huge, 0, pb.RateLimitResponse_OVER_LIMIT},
+				{"a hit after it (nothing consumed)", 0, 0, pb.RateLimitResponse_OK},
+				{"a hit on the empty bucket", 0, 0, pb.RateLimitResponse_OVER_LIMIT},
+				{"a huge admission on the empty bucket", huge, 0, pb.RateLimitResponse_OVER_LIMIT},
+				{"a huge debit on the empty bucket", 0, huge, pb.RateLimitResponse_OVER_LIMIT},
+				{"the largest debit", 0, redlimit.MaxCost, pb.RateLimitResponse_OVER_LIMIT},
+				{"a hit after the debits (not refilled)", 0, 0, pb.RateLimitResponse_OVER_LIMIT},
+			} {
+				if got := ask(user, step.request, step.own); got != step.want {
+					t.Fatalf("%s: %v, want %v", step.what, got, step.want)
+				}
+			}
+			// Above the largest cost the API counts: refused, counting nothing.
+			d := desc("user", user+"-fresh")
+			d.HitsAddend = wrapperspb.UInt64(math.MaxUint64)
+			_, err := p.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "hostile", Descriptors: []*rlpb.RateLimitDescriptor{d}})
+			if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("a debit of 2^64-1: %v, want InvalidArgument", err)
+			}
+			if got := ask(user+"-fresh", 0, 0); got != pb.RateLimitResponse_OK {
+				t.Fatalf("a hit after the refused debit: %v, want OK", got)
+			}
+		})
 	}
 }
