@@ -29,9 +29,12 @@ const (
 	keepaliveTime         = 30 * time.Second
 	keepaliveTimeout      = 10 * time.Second
 	keepaliveMinTime      = 5 * time.Second
-	maxConnectionIdle     = 5 * time.Minute
 	maxConnectionAgeGrace = 10 * time.Second
 )
+
+// maxConnectionIdle is the idle limit above; a variable so that a test can
+// see it applied without waiting 5 minutes.
+var maxConnectionIdle = 5 * time.Minute
 
 // Flow-control windows. A stream's window is the HTTP/2 default rounded to
 // 64 KiB: RLS requests are a few hundred bytes, and grpc-go widens the
@@ -49,8 +52,9 @@ const (
 const maxHeaderListBytes = 8 << 10
 
 // handshakeTimeout bounds how long a new connection may take to send the
-// HTTP/2 preface and settings before the server closes it.
-const handshakeTimeout = 10 * time.Second
+// HTTP/2 preface and settings before the server closes it (a variable, for
+// the test that sees it applied).
+var handshakeTimeout = 10 * time.Second
 
 // streamWorkers is the number of goroutines that run requests; a request
 // that finds them all busy gets a goroutine of its own.

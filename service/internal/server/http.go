@@ -13,14 +13,15 @@ import (
 	"github.com/redlimit/redlimit/service/internal/rls"
 )
 
-// HTTP server timeouts.
-const (
+// HTTP server timeouts (variables, for the test that sees them applied).
+var (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 10 * time.Second
 	writeTimeout      = 10 * time.Second
 	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
 )
+
+const maxHeaderBytes = 64 << 10
 
 // newHTTP returns the HTTP server:
 //
