@@ -29,6 +29,14 @@
 // difference ([redlimit.Request.Debit]): work done is counted whatever the
 // limit says, and may take the key into debt, so that later reservations
 // are denied until the debt has drained. Equal, it does nothing.
+//
+// A real cost no request can count still settles the reservation, so that
+// the work is counted and a deferred Release does not give it back: above
+// [redlimit.MaxCost] (a model answer longer than any budget, a caller's
+// bug) it counts as MaxCost, the most one request counts and the most
+// debt a key carries, and the error wraps [ErrCostClamped]; a negative
+// cost says nothing of the work, and the estimate is kept (the error wraps
+// [redlimit.ErrInvalidCost]).
 // [Reservation.Release] gives the whole estimate back, for work that did
 // not happen. A reservation is settled or released once: a second Settle
 // returns [ErrSettled]; a Release after a Settle does nothing, so
@@ -45,9 +53,11 @@
 //
 // A reservation neither settled nor released within [Options.Timeout] is
 // released by the Ledger: one goroutine keeps the pending reservations in a
-// heap by deadline. A Settle after that debits the whole real cost and
-// returns an error wrapping [ErrExpired]: the cost is counted, and the
-// caller learns its Timeout is shorter than its work. Choose a Timeout
+// heap by deadline. A Settle after that waits for that release, debits the
+// whole real cost and returns an error wrapping [ErrExpired]: the cost is
+// counted (once: a second Settle returns [ErrSettled]), and the caller
+// learns its Timeout is shorter than its work. A Settle racing the release
+// ends the same either way: the key has counted the real cost. Choose a Timeout
 // longer than the longest work, since a release gives back budget for work
 // that may still be running.
 //
