@@ -37,6 +37,7 @@
 // debt a key carries, and the error wraps [ErrCostClamped]; a negative
 // cost says nothing of the work, and the estimate is kept (the error wraps
 // [redlimit.ErrInvalidCost]).
+//
 // [Reservation.Release] gives the whole estimate back, for work that did
 // not happen. A reservation is settled or released once: a second Settle
 // returns [ErrSettled]; a Release after a Settle does nothing, so
@@ -44,7 +45,19 @@
 //	defer r.Release(ctx)
 //
 // right after Reserve releases the reservation on every path that does not
-// settle it (an error, a panic). Both are safe for concurrent use, and
+// settle it (an error, a panic).
+//
+// A store that fails while settling leaves the part it could not give back
+// consumed (the strict side), never given back twice: the reservation is
+// settled all the same, so a second Settle returns [ErrSettled] and the
+// timeout gives nothing back. On Redis Cluster a reservation over several
+// identifiers is given back by one call per identifier, all at once; the
+// error (wrapping redisstore.ErrRefund) names each request not given back,
+// its units, and whether its call may still be applied (a node that was
+// paused applies it once when it resumes). A refund Redis refused is made
+// again a few times within [Options.CallTimeout] before it is reported.
+//
+// Settle and Release are safe for concurrent use, and
 // neither heeds ctx's cancellation or deadline (only its values): the cost
 // of work done must be counted even when the client has gone away. They
 // take at most [Options.CallTimeout].
