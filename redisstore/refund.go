@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/redlimit/redlimit"
@@ -203,7 +202,7 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 		}
 		err := retryRefund(ctx, func() error { return s.refund(ctx, reqs, results, rc.at[idx[0]], recs, amounts) })
 		if err != nil {
-			errs[n] = fmt.Errorf("redisstore: %s (%d units) not given back: %w", requestList(idx), units, err)
+			errs[n] = fmt.Errorf("redisstore: requests %v (%d units) not given back: %w", idx, units, err)
 		}
 	}
 	if len(groups) == 1 {
@@ -216,21 +215,4 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// requestList names the requests at idx: "request 2", "requests 0, 3".
-func requestList(idx []int) string {
-	var b strings.Builder
-	b.WriteString("request")
-	if len(idx) > 1 {
-		b.WriteString("s")
-	}
-	for j, i := range idx {
-		if j > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString(" ")
-		b.WriteString(strconv.Itoa(i))
-	}
-	return b.String()
 }

@@ -88,7 +88,7 @@ func TestSettleClusterPartialRefund(t *testing.T) {
 				start := time.Now()
 				err = r.Settle(t.Context(), 40)
 				t.Logf("settle: %s: %v", time.Since(start).Round(time.Millisecond), err)
-				if !errors.Is(err, redisstore.ErrRefund) || !strings.Contains(err.Error(), fmt.Sprint("request ", victim)) || !strings.Contains(err.Error(), c.description) {
+				if !errors.Is(err, redisstore.ErrRefund) || !strings.Contains(err.Error(), fmt.Sprintf("requests [%d]", victim)) || !strings.Contains(err.Error(), c.description) {
 					t.Errorf("settle: %v; want ErrRefund naming request %d, %q", err, victim, c.description)
 				}
 				for i, k := range keys {
@@ -129,6 +129,48 @@ func TestSettleClusterPartialRefund(t *testing.T) {
 					t.Errorf("%d pending", n)
 				}
 			})
+		}
+	}
+}
+
+// TestSettleClusterPartialDebit settles above the estimate over three
+// masters, one refusing writes, and one key's debit taking it into debt:
+// that debit made the decision a denial, in which the refused master's
+// limit came back Undecided with no error, and Settle returned nil with
+// that debit never counted. The error names the request not debited.
+func TestSettleClusterPartialDebit(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: 10 * time.Second})
+	ids, masters, err := cluster.DistinctMasters(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newClock()
+	s := redisStore(t, cluster.Addrs(), uniq(), clock.Now)
+	l := newLedger(t, s, reserve.Options{Now: clock.Now, CallTimeout: time.Second})
+	lim := redlimit.PerHour(1000).FixedWindow()
+	var reqs []redlimit.Request
+	for _, id := range ids {
+		reqs = append(reqs, redlimit.Request{Key: id, Limit: lim, Cost: 100})
+	}
+	r, err := l.ReserveAll(t.Context(), reqs)
+	if err != nil || !r.OK() {
+		t.Fatalf("reserve: %v, %v", r, err)
+	}
+	if _, err := masters[1].Do("CONFIG", "SET", "min-replicas-to-write", "5"); err != nil {
+		t.Fatal(err)
+	}
+	err = r.SettleEach(t.Context(), []int64{5000, 150, 150})
+	if _, err := masters[1].Do("CONFIG", "SET", "min-replicas-to-write", "0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("settle: %v", err)
+	if !errors.Is(err, reserve.ErrNotDebited) || !strings.Contains(err.Error(), "requests [1]") {
+		t.Errorf("settle: %v; want an error naming request 1, not debited", err)
+	}
+	for i, want := range []int64{1000, 100, 150} {
+		if got := used(t, s, ids[i], lim); got != want {
+			t.Errorf("%s: %d used, want %d", ids[i], got, want)
 		}
 	}
 }

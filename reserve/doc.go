@@ -56,6 +56,10 @@
 // its units, and whether its call may still be applied (a node that was
 // paused applies it once when it resumes). A refund Redis refused is made
 // again a few times within [Options.CallTimeout] before it is reported.
+// The debit of a cost above the estimate is one decision over the nodes;
+// requests whose node failed are named by an error wrapping
+// [ErrNotDebited]: that work is not counted, and only the caller can
+// count it again (with [redlimit.Debit]).
 //
 // Settle and Release are safe for concurrent use, and
 // neither heeds ctx's cancellation or deadline (only its values): the cost

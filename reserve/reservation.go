@@ -172,12 +172,17 @@ func (r *Reservation) giveBack(ctx context.Context, back []int64) error {
 }
 
 // debit counts over of each request (zeros skipped) as debits, in one
-// decision.
+// decision. A store that decides in parts (Redis Cluster) may count some
+// and not others: a failed part leaves its limits Undecided in a denial
+// (another debit did not fit), or fails the call; the error names the
+// requests that were not, or may not have been, counted.
 func (r *Reservation) debit(ctx context.Context, over []int64) error {
 	var reqs []redlimit.Request
+	var idx []int
 	for i, q := range r.grant.Requests {
 		if over[i] > 0 {
 			reqs = append(reqs, redlimit.Request{Key: q.Key, Limit: q.Limit, Cost: over[i], Debit: true})
+			idx = append(idx, i)
 		}
 	}
 	if len(reqs) == 0 {
@@ -185,8 +190,18 @@ func (r *Reservation) debit(ctx context.Context, over []int64) error {
 	}
 	cctx, cancel := r.callContext(ctx)
 	defer cancel()
-	if _, err := r.ledger.store.AllowAll(cctx, reqs); err != nil {
-		return fmt.Errorf("reserve: debit: %w", err)
+	d, err := r.ledger.store.AllowAll(cctx, reqs)
+	if err != nil {
+		return fmt.Errorf("%w: requests %v, wholly or in part: %w", ErrNotDebited, idx, err)
+	}
+	var lost []int
+	for j, res := range d.Results {
+		if res.Source == redlimit.Undecided {
+			lost = append(lost, idx[j])
+		}
+	}
+	if len(lost) > 0 || len(d.Results) != len(reqs) {
+		return fmt.Errorf("%w: requests %v (the store left them undecided)", ErrNotDebited, lost)
 	}
 	return nil
 }

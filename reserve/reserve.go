@@ -32,6 +32,11 @@ var (
 	// ErrDenied reports a Settle of a reservation that was denied: it
 	// consumed nothing, and there is nothing to settle.
 	ErrDenied = errors.New("reserve: reservation was denied")
+	// ErrNotDebited reports a Settle whose debit of the cost above the
+	// estimate the store failed to count, or may have failed to, for the
+	// requests the error names (a Redis Cluster node that failed): that
+	// work is not counted. The reservation is settled all the same.
+	ErrNotDebited = errors.New("reserve: cost above the estimate not debited")
 	// ErrCostClamped reports a Settle of a real cost above
 	// [redlimit.MaxCost]: MaxCost was counted, the most one request can
 	// count, and the reservation is settled.
