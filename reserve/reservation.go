@@ -194,13 +194,16 @@ func (r *Reservation) debit(ctx context.Context, over []int64) error {
 	if err != nil {
 		return fmt.Errorf("%w: requests %v, wholly or in part: %w", ErrNotDebited, idx, err)
 	}
+	if len(d.Results) != len(reqs) {
+		return fmt.Errorf("%w: requests %v: %w: %d results", ErrNotDebited, idx, redlimit.ErrBadReply, len(d.Results))
+	}
 	var lost []int
 	for j, res := range d.Results {
 		if res.Source == redlimit.Undecided {
 			lost = append(lost, idx[j])
 		}
 	}
-	if len(lost) > 0 || len(d.Results) != len(reqs) {
+	if len(lost) > 0 {
 		return fmt.Errorf("%w: requests %v (the store left them undecided)", ErrNotDebited, lost)
 	}
 	return nil
