@@ -52,6 +52,9 @@ type entry struct {
 	// be validated again), and are replaced when they change.
 	p    params
 	next *entry
+	// id tells this entry from any other the store made, so that a
+	// Grant's receipt finds it without holding it (see wrote).
+	id uint64
 
 	// The state of the entry's algorithm; the others' stay zero.
 	windows windowState // fixed_window, sliding_window

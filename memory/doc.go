@@ -24,8 +24,8 @@
 // # Memory and eviction
 //
 // The store holds one state per key, algorithm and period. A key with one
-// state takes about 310 bytes besides the key's string, which the store
-// keeps (its slot and map node about 180, the state 130); a
+// state takes about 340 bytes besides the key's string, which the store
+// keeps (its slot and map node about 180, the state 160); a
 // [redlimit.SlidingLog] state also keeps, for every instant (µs) at which
 // it admitted requests over the last period, the time and the units
 // admitted before it: 16 bytes each, up to Count, whatever the cost, in a
@@ -35,7 +35,11 @@
 // while the later entries hold Count units (they deny anyway while they
 // live, and outlive it), up to twice, which leaves every answer as it was.
 // A debit the store has no room for is refused as a request is, and not
-// counted.
+// counted. A token bucket that [Store.Admit] counted a request in keeps a
+// refund record too, 24 bytes, counted as its state is. A Grant holds no
+// pointer to a state: grants held unrefunded (a reserve.Ledger's pending
+// reservations) keep none of the memory of states the store has evicted;
+// they are the caller's, about 200 bytes each.
 //
 // A state is idle when it no longer holds anything: a [Store.Peek] would
 // answer exactly as if it were absent (its window has passed, its log has

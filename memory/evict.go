@@ -34,14 +34,14 @@ func idle(e *entry, now int64) bool {
 type room struct{ states, bytes int64 }
 
 // addEntry counts the room a commit of cost n under p at now to e (nil: a
-// new state) takes at most.
-func (r *room) addEntry(e *entry, p *params, now, n int64) {
+// new state) takes at most; admit as sizeAfter says.
+func (r *room) addEntry(e *entry, p *params, now, n int64, admit bool) {
 	if e == nil {
 		r.states++
-		r.bytes += e.sizeAfter(p, now, n)
+		r.bytes += e.sizeAfter(p, now, n, admit)
 		return
 	}
-	r.bytes += e.sizeAfter(p, now, n) - e.size()
+	r.bytes += e.sizeAfter(p, now, n, admit) - e.size()
 }
 
 // addSlot counts the room sl takes once a decision commits to it: its key,

@@ -53,3 +53,6 @@ func (s *Store) LogEntries(key string, l redlimit.Limit) (n, capacity int) {
 	}
 	return 0, 0
 }
+
+// RecordBytes is the estimated size of a token bucket's refund record.
+const RecordBytes = recordBytes

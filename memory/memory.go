@@ -37,6 +37,7 @@ type Store struct {
 	n         atomic.Int64 // states held or reserved
 	bytes     atomic.Int64 // their estimated size (size.go), held or reserved
 	refused   atomic.Uint64
+	ids       atomic.Uint64 // the last entry's id
 	max       int64
 	maxBytes  int64
 	now       func() time.Time // nil: the monotonic clock from base
@@ -126,8 +127,9 @@ func WithMaxKeys(n int) Option {
 }
 
 // WithMaxBytes bounds the estimated memory of the store's states (default
-// [DefaultMaxBytes]): their keys, about 180 bytes a key and 130 a state
-// besides, and the buffers of sliding logs, eight bytes a timestamp. A
+// [DefaultMaxBytes]): their keys, about 180 bytes a key and 160 a state
+// besides, the buffers of sliding logs, 16 bytes a timestamp, and the
+// refund records of token buckets that [Store.Admit] counted in. A
 // decision that would go beyond it (a new state, or a sliding log whose
 // buffer must grow) evicts and, failing that, is denied as under
 // [WithMaxKeys]. The process's heap may be about twice the bound: the
@@ -320,7 +322,7 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 			return nil
 		}
 		var need room
-		need.addEntry(e, &p, now, n)
+		need.addEntry(e, &p, now, n, false)
 		need.addSlot(sl)
 		if s.reserve(need) {
 			s.settle(need, s.put(sl, e, &p, now, n, w, false))
@@ -451,6 +453,10 @@ type all struct {
 	wrote []wrote // nil unless recording for Admit
 }
 
+// admits reports whether request i is an admission that Admit records for
+// its refund.
+func (a *all) admits(i int) bool { return a.wrote != nil && !a.reqs[i].Debit }
+
 // entry returns request i's state, or nil.
 func (a *all) entry(i int) *entry {
 	r := &a.reqs[i]
@@ -498,7 +504,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 		a.d.Allowed = false
 		for i, r := range a.reqs {
 			e := a.entry(i)
-			if a.units[i] > 0 && (e == nil || e.sizeAfter(&a.ps[i], now, a.units[i]) > e.size()) {
+			if a.units[i] > 0 && (e == nil || e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
 				s.refuse(&a.d.Results[i], e, now, need, soonest)
 				a.units[i] = 0
 				refused |= 1 << i
@@ -519,7 +525,9 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 		sl := a.slots[r.Key]
 		grown += s.put(sl, a.entry(i), &a.ps[i], now, a.units[i], a.ws[i], r.Debit)
 		if a.wrote != nil {
-			a.wrote[i] = record(a.entry(i), now, a.ws[i].expires, r.Debit)
+			var made int64
+			a.wrote[i], made = record(a.entry(i), now, a.ws[i].expires, r.Debit)
+			grown += made
 		}
 	}
 	s.settle(need, grown)
@@ -538,7 +546,7 @@ func (a *all) room(now int64) room {
 	var need room
 	for i := range a.reqs {
 		if a.units[i] > 0 {
-			need.addEntry(a.entry(i), &a.ps[i], now, a.units[i])
+			need.addEntry(a.entry(i), &a.ps[i], now, a.units[i], a.admits(i))
 		}
 	}
 	for k, sl := range a.slots {
@@ -562,7 +570,7 @@ func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w pending, debi
 			grown += keySize(sl.key)
 			s.sample.add(sl)
 		}
-		e = &entry{next: sl.head}
+		e = &entry{next: sl.head, id: s.ids.Add(1)}
 		sl.head = e
 	} else {
 		grown -= e.size()

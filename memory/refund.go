@@ -9,29 +9,34 @@ import (
 
 var _ redlimit.Refunder = (*Store)(nil)
 
-// wrote is what an admission of an allowed decision wrote: the entry it was
-// counted in, and its mark, the expiry the commit gave the entry (the end
-// of the window it was counted in, or of the next one for a sliding window;
-// a sliding log's entry time plus the period; a token bucket's new TAT).
-// For a token bucket, given and epoch are its refundable record's then.
+// wrote is what an admission of an allowed decision wrote: the id of the
+// entry it was counted in (0: none), and its mark, the expiry the commit
+// gave the entry (the end of the window it was counted in, or of the next
+// one for a sliding window; a sliding log's entry time plus the period; a
+// token bucket's new TAT). For a token bucket, given and epoch are its
+// refundable record's then. It holds no pointer into the store: a Grant
+// held past its entry's eviction keeps none of the store's memory.
 type wrote struct {
-	e            *entry
+	id           uint64
 	mark         int64
 	given, epoch int64
 }
 
 // record returns what Refund needs of a request an Admit counted in e at
-// now, whose commit gave e the expiry mark. A token bucket's admission
-// gives the bucket a refundable record if it has none.
-func record(e *entry, now, mark int64, debit bool) wrote {
-	w := wrote{e: e, mark: mark}
+// now, whose commit gave e the expiry mark, and the bytes it added to e. A
+// token bucket's admission gives the bucket a refundable record if it has
+// none (the room for it was reserved: sizeAfter).
+func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
+	w := wrote{id: e.id, mark: mark}
+	var made int64
 	if e.p.alg == redlimit.TokenBucket && !debit {
 		if e.bucket.rec == nil {
 			e.bucket.rec = &refundable{last: now}
+			made = recordBytes
 		}
 		w.given, w.epoch = e.bucket.rec.given, e.bucket.rec.epoch
 	}
-	return w
+	return w, made
 }
 
 // refundable is what a token bucket's refunds need, kept from the first
@@ -105,7 +110,7 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 }
 
 // Refund implements [redlimit.Refunder]. An admission is given back only
-// from the entry it was counted in, found by identity, so a Reset (which
+// from the entry it was counted in, found by its id, so a Reset (which
 // drops the entry) or an eviction (which drops only idle entries) since the
 // decision leaves nothing to give back. From that entry:
 //   - fixed and sliding window: back[i] out of the count of the window the
@@ -132,7 +137,7 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 		return nil
 	}
 	for i, r := range g.Requests {
-		if back[i] == 0 || w[i].e == nil {
+		if back[i] == 0 || w[i].id == 0 {
 			continue
 		}
 		v, ok := s.keys.Load(r.Key)
@@ -141,8 +146,8 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 		}
 		sl := v.(*slot)
 		sl.mu.Lock()
-		if !sl.dead && sl.find(r.Limit.Algorithm, r.Limit.Period) == w[i].e {
-			giveBack(w[i].e, s.micros(), back[i], w[i], r.Limit)
+		if e := sl.find(r.Limit.Algorithm, r.Limit.Period); !sl.dead && e != nil && e.id == w[i].id {
+			giveBack(e, s.micros(), back[i], w[i], r.Limit)
 		}
 		sl.mu.Unlock()
 	}

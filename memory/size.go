@@ -6,6 +6,8 @@ import "github.com/redlimit/redlimit"
 // the heap grows by, measured with runtime.MemStats by TestSizeEstimate
 // (Go 1.26, amd64): a million fixed-window states of 16-byte keys grew the
 // heap by 323 bytes a key, 307 besides the key's bytes; 20,000 by 324.
+// The entry has grown since to 160 bytes: 20,000 keys grow the heap by 356
+// bytes a key.
 const (
 	// slotBytes is a key's share besides its bytes: its slot (lock, chain,
 	// key header, place in the sampler: a 48-byte allocation), its node in
@@ -13,22 +15,30 @@ const (
 	// and its pointer in the sampler's array (which grows by doubling).
 	slotBytes = 180
 	// entryBytes is a state besides its sliding log's buffer: the entry
-	// struct, a 128-byte allocation.
-	entryBytes = 130
+	// struct, a 160-byte allocation.
+	entryBytes = 160
 	// logEntryBytes is one slot of a sliding log's buffer: the time of an
 	// instant at which requests were admitted and the units before it.
 	// (The allocator rounds a buffer up to its size class.)
 	logEntryBytes = 16
+	// recordBytes is a token bucket's refund record (refundable), a
+	// 24-byte allocation, made by the first Admit that counts in it.
+	recordBytes = 24
 )
 
 // keySize returns the estimated bytes a key takes besides its states: the
 // store keeps the key's string.
 func keySize(key string) int64 { return slotBytes + int64(len(key)) }
 
-// size returns the estimated bytes of e: the entry and its sliding log's
-// buffer, which is kept at its capacity while e lives.
+// size returns the estimated bytes of e: the entry, its sliding log's
+// buffer, which is kept at its capacity while e lives, and a token
+// bucket's refund record.
 func (e *entry) size() int64 {
-	return entryBytes + logEntryBytes*int64(cap(e.log.buf))
+	n := entryBytes + logEntryBytes*int64(cap(e.log.buf))
+	if e.bucket.rec != nil {
+		n += recordBytes
+	}
+	return n
 }
 
 // grows reports whether committing a request of cost n under p to e may
@@ -40,12 +50,14 @@ func (e *entry) grows(p *params, n int64) bool {
 }
 
 // sizeAfter returns at most what e.size() is after a request under p,
-// allowed at now, is committed to e, or to a new entry if e is nil. A
+// allowed at now, is committed to e, or to a new entry if e is nil, and,
+// if admit (an admission of Store.Admit), recorded for its refund. A
 // sliding log keeps its live entries (commit trims the others) and at most
 // one more, whatever the cost; if they do not fit, ring.grow doubles the
-// buffer, to at least four entries.
-func (e *entry) sizeAfter(p *params, now, n int64) int64 {
-	var live, capacity int64
+// buffer, to at least four entries. A token bucket keeps its refund
+// record once an admission made it (see record).
+func (e *entry) sizeAfter(p *params, now, n int64, admit bool) int64 {
+	var live, capacity, rec int64
 	if e != nil {
 		capacity = int64(cap(e.log.buf))
 		if now < e.expires {
@@ -53,8 +65,11 @@ func (e *entry) sizeAfter(p *params, now, n int64) int64 {
 			live = int64(e.log.n - first)
 		}
 	}
-	if p.alg != redlimit.SlidingLog || live+1 <= capacity {
-		return entryBytes + logEntryBytes*capacity
+	if e != nil && e.bucket.rec != nil || admit && p.alg == redlimit.TokenBucket {
+		rec = recordBytes
 	}
-	return entryBytes + logEntryBytes*max(4, 2*capacity)
+	if p.alg != redlimit.SlidingLog || live+1 <= capacity {
+		return entryBytes + logEntryBytes*capacity + rec
+	}
+	return entryBytes + logEntryBytes*max(4, 2*capacity) + rec
 }

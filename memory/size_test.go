@@ -21,12 +21,14 @@ func TestSizeEstimate(t *testing.T) {
 		keys  int
 		limit redlimit.Limit
 		cost  int64 // per key, one request at a time
+		admit bool  // by Admit, whose token buckets keep a refund record
 	}{
-		{"fixed_window", 20_000, redlimit.PerHour(10).FixedWindow(), 1},
-		{"sliding_window", 20_000, redlimit.PerHour(10).SlidingWindow(), 1},
-		{"token_bucket", 20_000, redlimit.PerHour(10).TokenBucket(10), 1},
-		{"sliding_log", 20_000, redlimit.PerHour(10).SlidingLog(), 1},
-		{"sliding_log_1000", 100, redlimit.PerHour(1000).SlidingLog(), 1000},
+		{"fixed_window", 20_000, redlimit.PerHour(10).FixedWindow(), 1, false},
+		{"sliding_window", 20_000, redlimit.PerHour(10).SlidingWindow(), 1, false},
+		{"token_bucket", 20_000, redlimit.PerHour(10).TokenBucket(10), 1, false},
+		{"token_bucket_admit", 20_000, redlimit.PerHour(10).TokenBucket(10), 1, true},
+		{"sliding_log", 20_000, redlimit.PerHour(10).SlidingLog(), 1, false},
+		{"sliding_log_1000", 100, redlimit.PerHour(1000).SlidingLog(), 1000, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -37,7 +39,11 @@ func TestSizeEstimate(t *testing.T) {
 				k := fmt.Sprintf("key:%012d", i) // 16 bytes, kept by the store
 				for range c.cost {
 					clock.Advance(time.Microsecond)
-					if r, err := s.AllowN(ctx, k, c.limit, 1); err != nil || !r.Allowed {
+					if c.admit {
+						if g, err := s.Admit(ctx, []redlimit.Request{{Key: k, Limit: c.limit, Cost: 1}}); err != nil || !g.Allowed {
+							t.Fatalf("%+v, %v", g, err)
+						}
+					} else if r, err := s.AllowN(ctx, k, c.limit, 1); err != nil || !r.Allowed {
 						t.Fatalf("%+v, %v", r, err)
 					}
 				}

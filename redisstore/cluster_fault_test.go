@@ -98,32 +98,6 @@ func TestShardedDenialThroughResilient(t *testing.T) {
 	}
 }
 
-// onDistinctMasters returns n identifiers whose keys are served by n
-// different masters of cl, and those masters.
-func onDistinctMasters(t *testing.T, cl *redistest.Cluster, n int) ([]string, []*redistest.Server) {
-	t.Helper()
-	var ids []string
-	var masters []*redistest.Server
-	for i := 0; len(ids) < n && i < 1000; i++ {
-		id := fmt.Sprint("id", i)
-		m, err := cl.MasterFor("{" + id + "}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		taken := false
-		for _, o := range masters {
-			taken = taken || o == m
-		}
-		if !taken {
-			ids, masters = append(ids, id), append(masters, m)
-		}
-	}
-	if len(ids) < n {
-		t.Fatalf("found %d identifiers on distinct masters, want %d", len(ids), n)
-	}
-	return ids, masters
-}
-
 // reports collects what a store's refund error handler is told.
 type reports struct {
 	mu   sync.Mutex
@@ -152,7 +126,10 @@ func TestFaultClusterNodeHungOrKilled(t *testing.T) {
 	t.Parallel()
 	// A node timeout longer than any pause here: no failover until the kill.
 	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: 5 * time.Second})
-	ids, masters := onDistinctMasters(t, cluster, 3)
+	ids, masters, err := cluster.DistinctMasters(3)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, b, c := ids[0], ids[1], ids[2]
 	mb, mc := masters[1], masters[2]
 	ctx := context.Background()

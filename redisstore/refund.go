@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/redlimit/redlimit"
 )
@@ -159,8 +160,19 @@ func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results
 // Refund implements [redlimit.Refunder] in one script call per hash tag
 // (one on a standalone server), which gives back what the admissions
 // wrote as refund does above, back[i] units of each request instead of
-// all of it. Refund is made once: an error may leave the cost consumed,
-// on the strict side.
+// all of it. On Redis Cluster the calls are made at once, so that a node
+// that fails or hangs (until ctx's deadline) costs the refunds of the
+// other nodes nothing.
+//
+// A call that certainly did not run (Redis refused it, or no connection
+// could be made: see [Store.NotApplied]) is made again, up to four times
+// within ctx; one whose outcome is unknown (a timeout, a connection lost
+// after it was sent) is not, since it may still run. Either way the Grant
+// is spent: a refund that failed leaves its requests' cost consumed (the
+// strict side; the paused node that runs the call later gives it back
+// then, once), and the error names them: for each hash tag whose call
+// failed, an error wrapping [ErrRefund] that gives the requests' indexes,
+// the units not given back, and whether the call may still be applied.
 func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
 	if err := redlimit.ValidateRefund(g, back); err != nil {
 		return fmt.Errorf("redisstore: refund: %w", err)
@@ -172,19 +184,35 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 	if !g.Allowed {
 		return nil
 	}
-	var errs []error
-	for _, idx := range s.groups(g.Requests) {
+	groups := s.groups(g.Requests)
+	errs := make([]error, len(groups))
+	refund := func(n int) {
+		idx := groups[n]
 		reqs := make([]redlimit.Request, len(idx))
 		results := make([]redlimit.Result, len(idx))
 		amounts := make([]int64, len(idx))
 		recs := make([]int64, 2*len(idx))
+		var units int64
 		for j, i := range idx {
 			reqs[j], results[j], amounts[j] = g.Requests[i], g.Results[i], back[i]
 			recs[2*j], recs[2*j+1] = rc.recs[2*i], rc.recs[2*i+1]
+			if results[j].Allowed && !reqs[j].Debit {
+				units += back[i]
+			}
 		}
-		if err := s.refund(ctx, reqs, results, rc.at[idx[0]], recs, amounts); err != nil {
-			errs = append(errs, err)
+		err := retryRefund(ctx, func() error { return s.refund(ctx, reqs, results, rc.at[idx[0]], recs, amounts) })
+		if err != nil {
+			errs[n] = fmt.Errorf("redisstore: requests %v (%d units) not given back: %w", idx, units, err)
 		}
 	}
+	if len(groups) == 1 {
+		refund(0)
+		return errs[0]
+	}
+	var wg sync.WaitGroup
+	for n := range groups {
+		wg.Go(func() { refund(n) })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -18,7 +18,9 @@ import (
 )
 
 // ErrRefund wraps the error of a refund that failed for good, as the
-// handler set with [WithRefundErrorHandler] receives it.
+// handler set with [WithRefundErrorHandler] receives it and as
+// [Store.Refund] returns it: the error says whether the refund may still
+// have been applied, or certainly was not.
 var ErrRefund = errors.New("redisstore: refund failed")
 
 // A group's refund is made up to refundAttempts times, about refundBackoff,
@@ -212,15 +214,21 @@ func (s *Store) refundGroupOrReport(ctx context.Context, g *group) {
 	}
 }
 
-// refundGroup gives back what g consumed. A refund that certainly did not
-// run (see notApplied) is made again, up to refundAttempts times in all,
-// with backoff; one that may have run is not, since running it twice would
-// give back more than was taken: a refund never turns into an admission.
-// The error wraps ErrRefund.
+// refundGroup gives back what g consumed, as retryRefund makes it.
 func (s *Store) refundGroup(ctx context.Context, g *group) error {
+	return retryRefund(ctx, func() error { return s.refund(ctx, g.reqs, g.results, g.at, nil, nil) })
+}
+
+// retryRefund makes refund, one script call that gives back. A refund that
+// certainly did not run (see notApplied) is made again, up to
+// refundAttempts times in all, with backoff, while ctx lasts; one that may
+// have run is not, since running it twice would give back more than was
+// taken: a refund never turns into an admission. The error wraps
+// ErrRefund and says which of the two it was.
+func retryRefund(ctx context.Context, refund func() error) error {
 	wait := refundBackoff
 	for attempt := 1; ; attempt++ {
-		err := s.refund(ctx, g.reqs, g.results, g.at, nil, nil)
+		err := refund()
 		switch {
 		case err == nil:
 			return nil
@@ -234,7 +242,7 @@ func (s *Store) refundGroup(ctx context.Context, g *group) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w: not applied within %s, after %d attempts: %w", ErrRefund, refundTimeout, attempt, err)
+			return fmt.Errorf("%w: not applied before the deadline, after %d attempts: %w", ErrRefund, attempt, err)
 		}
 		wait *= 4
 	}

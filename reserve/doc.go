@@ -29,6 +29,15 @@
 // difference ([redlimit.Request.Debit]): work done is counted whatever the
 // limit says, and may take the key into debt, so that later reservations
 // are denied until the debt has drained. Equal, it does nothing.
+//
+// A real cost no request can count still settles the reservation, so that
+// the work is counted and a deferred Release does not give it back: above
+// [redlimit.MaxCost] (a model answer longer than any budget, a caller's
+// bug) it counts as MaxCost, the most one request counts and the most
+// debt a key carries, and the error wraps [ErrCostClamped]; a negative
+// cost says nothing of the work, and the estimate is kept (the error wraps
+// [redlimit.ErrInvalidCost]).
+//
 // [Reservation.Release] gives the whole estimate back, for work that did
 // not happen. A reservation is settled or released once: a second Settle
 // returns [ErrSettled]; a Release after a Settle does nothing, so
@@ -36,7 +45,23 @@
 //	defer r.Release(ctx)
 //
 // right after Reserve releases the reservation on every path that does not
-// settle it (an error, a panic). Both are safe for concurrent use, and
+// settle it (an error, a panic).
+//
+// A store that fails while settling leaves the part it could not give back
+// consumed (the strict side), never given back twice: the reservation is
+// settled all the same, so a second Settle returns [ErrSettled] and the
+// timeout gives nothing back. On Redis Cluster a reservation over several
+// identifiers is given back by one call per identifier, all at once; the
+// error (wrapping redisstore.ErrRefund) names each request not given back,
+// its units, and whether its call may still be applied (a node that was
+// paused applies it once when it resumes). A refund Redis refused is made
+// again a few times within [Options.CallTimeout] before it is reported.
+// The debit of a cost above the estimate is one decision over the nodes;
+// requests whose node failed are named by an error wrapping
+// [ErrNotDebited]: that work is not counted, and only the caller can
+// count it again (with [redlimit.Debit]).
+//
+// Settle and Release are safe for concurrent use, and
 // neither heeds ctx's cancellation or deadline (only its values): the cost
 // of work done must be counted even when the client has gone away. They
 // take at most [Options.CallTimeout].
@@ -45,9 +70,11 @@
 //
 // A reservation neither settled nor released within [Options.Timeout] is
 // released by the Ledger: one goroutine keeps the pending reservations in a
-// heap by deadline. A Settle after that debits the whole real cost and
-// returns an error wrapping [ErrExpired]: the cost is counted, and the
-// caller learns its Timeout is shorter than its work. Choose a Timeout
+// heap by deadline. A Settle after that waits for that release, debits the
+// whole real cost and returns an error wrapping [ErrExpired]: the cost is
+// counted (once: a second Settle returns [ErrSettled]), and the caller
+// learns its Timeout is shorter than its work. A Settle racing the release
+// ends the same either way: the key has counted the real cost. Choose a Timeout
 // longer than the longest work, since a release gives back budget for work
 // that may still be running.
 //

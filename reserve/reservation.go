@@ -27,6 +27,10 @@ type Reservation struct {
 	deadline time.Time
 	index    int   // in the Ledger's heap, -1 when not in it; guarded by the Ledger's lock
 	state    state // guarded by the Ledger's lock
+	// released is made when the Ledger expires the reservation (under its
+	// lock) and closed once the estimate was given back: a Settle then
+	// waits for it, so that it returns with both counted.
+	released chan struct{}
 }
 
 // OK reports whether the reservation was admitted. One that was not
@@ -64,48 +68,69 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) error {
 // in order: below its estimate the difference is given back, above it the
 // difference is debited, in one call to the store each. It returns an
 // error wrapping [ErrSettled] when the reservation was settled or released
-// already, [ErrDenied] when it was denied (nothing happens then), and
-// [redlimit.ErrInvalidCost] for a negative cost or one that does not fit
-// a debit (nothing happens then either; the reservation stays pending).
+// already, and [ErrDenied] when it was denied (nothing happens then).
 // After the Ledger released the reservation at its timeout, the whole real
 // cost is debited, and the error wraps [ErrExpired].
+//
+// A cost that is not one a request can count still settles the
+// reservation, once, so that the work done is counted and a deferred
+// Release does not give it back: one above [redlimit.MaxCost] is counted
+// as MaxCost, the most a request counts and the most debt a key carries
+// (the error wraps [ErrCostClamped]); a negative one keeps that request's
+// estimate, nothing given back or debited (the error wraps
+// [redlimit.ErrInvalidCost]). Only a number of costs other than the
+// number of requests leaves the reservation pending, with an error
+// wrapping ErrInvalidCost.
 func (r *Reservation) SettleEach(ctx context.Context, actual []int64) error {
 	reqs := r.grant.Requests
 	if len(actual) != len(reqs) {
 		return fmt.Errorf("reserve: settle: %w: %d costs for %d requests", redlimit.ErrInvalidCost, len(actual), len(reqs))
 	}
+	var errs []error
+	cost := make([]int64, len(actual))
 	for i, a := range actual {
-		if a < 0 || a > redlimit.MaxCost {
-			return fmt.Errorf("reserve: settle: request %d: %w: %d", i, redlimit.ErrInvalidCost, a)
+		switch {
+		case a < 0:
+			cost[i] = reqs[i].Cost
+			errs = append(errs, fmt.Errorf("reserve: settle: request %d: %w: %d is negative; its estimate %d is kept", i, redlimit.ErrInvalidCost, a, reqs[i].Cost))
+		case a > redlimit.MaxCost:
+			cost[i] = redlimit.MaxCost
+			errs = append(errs, fmt.Errorf("reserve: settle: request %d: %w: %d", i, ErrCostClamped, a))
+		default:
+			cost[i] = a
 		}
 	}
-	switch r.ledger.take(r, settled) {
+	was, released := r.ledger.take(r, settled)
+	switch was {
 	case denied:
 		return ErrDenied
 	case settled:
 		return ErrSettled
 	case expired:
-		// The estimate was given back: the work done is counted whole.
-		err := r.debit(ctx, actual)
-		return errors.Join(fmt.Errorf("reserve: settle: %w", ErrExpired), err)
+		// The estimate is given back (within CallTimeout): the work done
+		// is counted whole.
+		<-released
+		errs = append(errs, fmt.Errorf("reserve: settle: %w", ErrExpired), r.debit(ctx, cost))
+		return errors.Join(errs...)
 	}
 	back := make([]int64, len(reqs))
 	over := make([]int64, len(reqs))
-	for i, a := range actual {
+	for i, a := range cost {
 		if d := reqs[i].Cost - a; d > 0 {
 			back[i] = d
 		} else {
 			over[i] = -d
 		}
 	}
-	return errors.Join(r.giveBack(ctx, back), r.debit(ctx, over))
+	errs = append(errs, r.giveBack(ctx, back), r.debit(ctx, over))
+	return errors.Join(errs...)
 }
 
 // Release gives the whole estimate back, for work that did not happen. It
 // does nothing (and returns nil) when the reservation was denied, settled,
 // released or expired already, so it can be deferred right after Reserve.
 func (r *Reservation) Release(ctx context.Context) error {
-	if r.ledger.take(r, settled) != pending {
+	if was, _ := r.ledger.take(r, settled); was != pending {
 		return nil
 	}
 	return r.giveBack(ctx, r.estimates())
@@ -147,12 +172,17 @@ func (r *Reservation) giveBack(ctx context.Context, back []int64) error {
 }
 
 // debit counts over of each request (zeros skipped) as debits, in one
-// decision.
+// decision. A store that decides in parts (Redis Cluster) may count some
+// and not others: a failed part leaves its limits Undecided in a denial
+// (another debit did not fit), or fails the call; the error names the
+// requests that were not, or may not have been, counted.
 func (r *Reservation) debit(ctx context.Context, over []int64) error {
 	var reqs []redlimit.Request
+	var idx []int
 	for i, q := range r.grant.Requests {
 		if over[i] > 0 {
 			reqs = append(reqs, redlimit.Request{Key: q.Key, Limit: q.Limit, Cost: over[i], Debit: true})
+			idx = append(idx, i)
 		}
 	}
 	if len(reqs) == 0 {
@@ -160,8 +190,21 @@ func (r *Reservation) debit(ctx context.Context, over []int64) error {
 	}
 	cctx, cancel := r.callContext(ctx)
 	defer cancel()
-	if _, err := r.ledger.store.AllowAll(cctx, reqs); err != nil {
-		return fmt.Errorf("reserve: debit: %w", err)
+	d, err := r.ledger.store.AllowAll(cctx, reqs)
+	if err != nil {
+		return fmt.Errorf("%w: requests %v, wholly or in part: %w", ErrNotDebited, idx, err)
+	}
+	if len(d.Results) != len(reqs) {
+		return fmt.Errorf("%w: requests %v: %w: %d results", ErrNotDebited, idx, redlimit.ErrBadReply, len(d.Results))
+	}
+	var lost []int
+	for j, res := range d.Results {
+		if res.Source == redlimit.Undecided {
+			lost = append(lost, idx[j])
+		}
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("%w: requests %v (the store left them undecided)", ErrNotDebited, lost)
 	}
 	return nil
 }

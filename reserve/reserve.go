@@ -32,6 +32,15 @@ var (
 	// ErrDenied reports a Settle of a reservation that was denied: it
 	// consumed nothing, and there is nothing to settle.
 	ErrDenied = errors.New("reserve: reservation was denied")
+	// ErrNotDebited reports a Settle whose debit of the cost above the
+	// estimate the store failed to count, or may have failed to, for the
+	// requests the error names (a Redis Cluster node that failed): that
+	// work is not counted. The reservation is settled all the same.
+	ErrNotDebited = errors.New("reserve: cost above the estimate not debited")
+	// ErrCostClamped reports a Settle of a real cost above
+	// [redlimit.MaxCost]: MaxCost was counted, the most one request can
+	// count, and the reservation is settled.
+	ErrCostClamped = errors.New("reserve: real cost above redlimit.MaxCost, counted as MaxCost")
 )
 
 // Options configure a [Ledger]. The zero value of each field is its default.
@@ -193,17 +202,22 @@ func (l *Ledger) signal() {
 	}
 }
 
-// take removes r from the pending reservations and moves it to state to,
-// if it is pending; it reports the state r was in.
-func (l *Ledger) take(r *Reservation, to state) state {
+// take moves r to state to if it is pending (removing it from the pending
+// reservations) or expired (its settle after the timeout, made once); it
+// reports the state r was in and, if expired, the channel closed once the
+// Ledger has given its estimate back.
+func (l *Ledger) take(r *Reservation, to state) (state, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	was := r.state
-	if was == pending {
+	switch was {
+	case pending:
 		r.state = to
 		l.pending.remove(r)
+	case expired:
+		r.state = to
 	}
-	return was
+	return was, r.released
 }
 
 // run releases the reservations whose deadline has passed, until Close.
@@ -233,6 +247,7 @@ func (l *Ledger) releaseExpired() time.Duration {
 		r := l.pending[0]
 		l.pending.remove(r)
 		r.state = expired
+		r.released = make(chan struct{})
 		due = append(due, r)
 	}
 	next := time.Hour
@@ -242,6 +257,7 @@ func (l *Ledger) releaseExpired() time.Duration {
 	l.mu.Unlock()
 	for _, r := range due {
 		err := r.giveBack(context.Background(), r.estimates())
+		close(r.released)
 		if l.onExpire != nil {
 			l.onExpire(r, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -336,6 +337,27 @@ func (c *Cluster) MasterFor(key string) (*Server, error) {
 		return nil, fmt.Errorf("redistest: no running node serves key %q", key)
 	}
 	return nil, fmt.Errorf("redistest: no master found for key %q: %w", key, errors.Join(errs...))
+}
+
+// DistinctMasters returns n identifiers ("id0", "id1", ...) whose hash tags
+// ("{id0}") are served by n distinct masters, and those masters.
+func (c *Cluster) DistinctMasters(n int) ([]string, []*Server, error) {
+	var ids []string
+	var masters []*Server
+	for i := 0; len(ids) < n && i < 1000; i++ {
+		id := fmt.Sprint("id", i)
+		m, err := c.MasterFor("{" + id + "}")
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(masters, m) {
+			ids, masters = append(ids, id), append(masters, m)
+		}
+	}
+	if len(ids) < n {
+		return nil, nil, fmt.Errorf("redistest: found %d identifiers on distinct masters, want %d", len(ids), n)
+	}
+	return ids, masters, nil
 }
 
 // WaitHealthy waits until every running (not paused) node reports
