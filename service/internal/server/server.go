@@ -461,10 +461,7 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	opts := []redisstore.Option{redisstore.WithRefundErrorHandler(func(ctx context.Context, reqs []redlimit.Request, err error) {
-		refundFailures.Inc()
-		s.log.WarnContext(ctx, "refund after a denial failed: the limits that allowed keep its cost until their window passes", "limits", len(reqs), "err", err)
-	})}
+	opts := []redisstore.Option{redisstore.WithRefundErrorHandler(s.refundFailed(refundFailures))}
 	if s.opts.RedisPrefix != "" {
 		opts = append(opts, redisstore.WithPrefix(s.opts.RedisPrefix))
 	}
@@ -634,4 +631,15 @@ func (s *Server) ready(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// refundFailed returns the handler of a refund after a denial that failed
+// for good (redisstore.WithRefundErrorHandler): counted in failures and
+// logged, the limits that allowed keeping the cost until their window
+// passes.
+func (s *Server) refundFailed(failures prometheus.Counter) func(context.Context, []redlimit.Request, error) {
+	return func(ctx context.Context, reqs []redlimit.Request, err error) {
+		failures.Inc()
+		s.log.WarnContext(ctx, "refund after a denial failed: the limits that allowed keep its cost until their window passes", "limits", len(reqs), "err", err)
+	}
 }
