@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/resilient"
 )
 
@@ -154,16 +156,12 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 			}
 			if inline {
 				// An unrelated key takes the breaker's probe, which
-				// charges nothing; the first call for k after it is
-				// decided by the store, then charges k's debt, which the
-				// second call sees.
+				// charges nothing; the first call for k after it
+				// charges k's debt before the store decides it.
 				backOnStore(t, l)
-				if r, err := l.Peek(ctx, k, lim, 1); err != nil || !r.Allowed || r.Source != redlimit.FromStore {
-					t.Errorf("the first Peek on the store after the outage: %+v, %v; want the store's answer before the charge", r, err)
-				}
 				r, err := l.Peek(ctx, k, lim, 1)
 				if err != nil || r.Allowed || r.Remaining != 0 || r.Source != redlimit.FromStore {
-					t.Errorf("the second Peek on the store after the outage: %+v; want the debt charged", r)
+					t.Errorf("the first Peek on the store after the outage: %+v, %v; want the debt charged", r, err)
 				}
 			} else {
 				backOnStore(t, l)
@@ -182,6 +180,129 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 				t.Errorf("Redis after the charge: %+v, %v; want the key in debt", r, err)
 			}
 		})
+	}
+}
+
+// gatedCharges is a Redis store whose charges (DebitOnce) wait until open
+// is closed, or their context ends.
+type gatedCharges struct {
+	*redisstore.Store
+	open    chan struct{}
+	waiting atomic.Int32 // charges waiting for open
+}
+
+func (s *gatedCharges) DebitOnce(ctx context.Context, req redlimit.Request, id string) (redlimit.Result, bool, error) {
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return redlimit.Result{}, false, ctx.Err()
+	}
+	return s.Store.DebitOnce(ctx, req, id)
+}
+
+// TestReconcileHoldsDecisionsWhileCharging: while a state's debt is being
+// charged, the node's other calls for the state wait for the charge
+// rather than have the store decide them without it; a caller whose
+// deadline comes first gets the local fallback's answer within it.
+func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
+	t.Parallel()
+	var gs *gatedCharges
+	l, srv, _ := outageLimiter(t, resilient.Options{Timeout: time.Second, LastSeenSize: -1, ReconcileSpread: time.Hour}, func(s redlimit.Limiter) redlimit.Limiter {
+		gs = &gatedCharges{Store: s.(*redisstore.Store), open: make(chan struct{})}
+		return gs
+	})
+	ctx := context.Background()
+	lim := redlimit.PerHour(100).FixedWindow()
+	freeze(t, srv, l)
+	admitLocally(t, l, "k", lim, 100)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	backOnStore(t, l)
+
+	// The first call charges k's debt, and waits at the gate; the others
+	// wait for that charge.
+	const calls = 8
+	results := make(chan redlimit.Result, calls)
+	errs := make(chan error, calls)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			r, err := l.Allow(ctx, "k", lim)
+			results <- r
+			errs <- err
+		})
+	}
+	if !waitFor(5*time.Second, func() bool { return gs.waiting.Load() == 1 }) {
+		t.Fatal("no charge of k was sent")
+	}
+	// A caller whose deadline comes before the charge ends is answered
+	// by the local fallback (whose share is spent) within its deadline.
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	r, err := l.Allow(sctx, "k", lim)
+	cancel()
+	if took := time.Since(start); err != nil || r.Allowed || r.Source != redlimit.FromLocal || took > 500*time.Millisecond {
+		t.Errorf("a caller with a 20 ms deadline while k's charge is sent: %+v, %v after %s; want the local denial", r, err, took)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(gs.open)
+	wg.Wait()
+	close(results)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for r := range results {
+		if r.Allowed || r.Source != redlimit.FromStore {
+			t.Errorf("a call held while k's charge was sent: %+v; want the store's denial, the debt charged", r)
+		}
+	}
+	if rc := l.Reconciliation(); rc.Charged != 100 || rc.Pending != 0 {
+		t.Errorf("reconciliation: %+v, want 100 charged", rc)
+	}
+}
+
+// TestReconcileChargeFailsBeforeDeciding: when the charge sent before a
+// decision fails, the state stays owed and the failure policy answers, as
+// during the outage; the next call sends the charge again with its id,
+// then the store decides with the debt.
+func TestReconcileChargeFailsBeforeDeciding(t *testing.T) {
+	t.Parallel()
+	var fs *firstChargeFails
+	l, srv, _ := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: time.Hour}, func(s redlimit.Limiter) redlimit.Limiter {
+		fs = &firstChargeFails{Store: s.(*redisstore.Store)}
+		return fs
+	})
+	ctx := context.Background()
+	lim := redlimit.PerHour(100).FixedWindow()
+	freeze(t, srv, l)
+	admitLocally(t, l, "k", lim, 99)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	backOnStore(t, l)
+	r, err := l.Allow(ctx, "k", lim)
+	if err != nil || !r.Allowed || r.Source != redlimit.FromLocal {
+		t.Errorf("the call whose charge failed: %+v, %v; want the local fallback's admission (its 100th)", r, err)
+	}
+	backOnStore(t, l) // the failed charge opened the breaker (FailureThreshold 1)
+	r, err = l.Allow(ctx, "k", lim)
+	if err != nil || r.Allowed || r.Source != redlimit.FromStore {
+		t.Errorf("the next call: %+v, %v; want the store's denial, the debt charged", r, err)
+	}
+	calls := fs.charges()
+	if len(calls) != 2 || calls[0].id == "" || calls[0].err == nil || calls[1] != (chargeCall{calls[0].id, 99, nil}) {
+		t.Errorf("charges %+v: want 99 failed, then 99 again with its id", calls)
+	}
+	// The 100th unit, admitted locally after the charge failed, is owed
+	// apart and charged with the next call.
+	if rc, want := l.Reconciliation(), (resilient.Reconciliation{Charged: 100, Unconfirmed: 99, Recovered: 99}); rc != want {
+		t.Errorf("reconciliation: %+v, want %+v", rc, want)
 	}
 }
 
