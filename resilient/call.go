@@ -33,24 +33,26 @@ const (
 type storeCall struct {
 	reqs  []redlimit.Request
 	peek  *redlimit.Request
-	probe bool // the half-open breaker's probe: charges nothing owed
+	probe bool      // the half-open breaker's probe: charges nothing owed
+	end   time.Time // the end of the caller's budget (see chargeFirst)
 	// grant, if not nil, makes the call an Admit of reqs, whose Grant is
 	// sent on it (buffered) before the answer.
 	grant chan<- *redlimit.Grant
 }
 
-// do makes the call c to l's store, then, if the store answered, charges
-// what l owes for the states it decided (see chargeAfter).
+// do makes the call c to l's store, after charging what l owes for the
+// states it decides (see chargeFirst), unless it is the probe.
 func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
-	d, err := c.call(ctx, l)
-	if err == nil && !c.probe {
+	if !c.probe && l.debts != nil && l.debts.n.Load() != 0 {
 		owed := c.reqs
 		if c.peek != nil {
 			owed = []redlimit.Request{*c.peek}
 		}
-		l.chargeAfter(ctx, owed)
+		if err := l.chargeFirst(ctx, owed, c.end); err != nil {
+			return redlimit.Decision{}, err
+		}
 	}
-	return d, err
+	return c.call(ctx, l)
 }
 
 // call makes the call c to l's store.
@@ -109,7 +111,8 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		done(errCallerGone)
 		return redlimit.Decision{}, errCallerGone
 	}
-	budget := l.budget(ctx, time.Now())
+	now := time.Now()
+	budget := l.budget(ctx, now)
 	if budget <= 0 {
 		// The caller's deadline has passed: its policy answers, for a
 		// caller that may still use the answer.
@@ -126,6 +129,7 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		}
 		return d, err
 	}
+	c.end = now.Add(budget)
 	d, err := l.bounded(ctx, c, budget)
 	done(err)
 	if err == nil {

@@ -103,6 +103,20 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		}
 	}
 	t.Logf("above the limit by the end of the run, per key: %s", strings.Join(perKey, ", "))
+	// When each node's decisions of the killed master's keys came back to
+	// Redis, and what Redis and the local fallbacks admitted of them
+	// from then on: a node's charges reach Redis with its first call,
+	// and until the last node's have, Redis decides without theirs.
+	var back []string
+	for i := range nodes {
+		d := firstFromStore(all, killed.Add(100*time.Millisecond), func(s sample) bool { return s.node == i && onVictim[s.key] })
+		back = append(back, d.Round(time.Millisecond).String())
+	}
+	after := between(all, killed.Add(failover), time.Now())
+	t.Logf("the killed master's keys back on Redis, per node: %s; admitted after the first: %d by Redis, %d locally",
+		strings.Join(back, ", "),
+		count(after, func(s sample) bool { return onVictim[s.key] && s.allowed && s.source == redlimit.FromStore }),
+		count(after, func(s sample) bool { return onVictim[s.key] && s.allowed && s.source == redlimit.FromLocal }))
 	during := between(all, killed, killed.Add(failover))
 	report(t, "cluster", "| %d | %d | %s | %s | %d | %d | %d | %d / %d | %d |",
 		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(time.Microsecond), excessEnd, excessVictimEnd, excess, charged, unconfirmed, errs)

@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,9 @@ type debt struct {
 	last  int64          // when the last of units was counted
 	doubt *charge        // sent, outcome unknown: to be sent again with its id
 	busy  bool           // a charge of the state is being sent
+	// wait, made by a call that waits for the charge being sent, is
+	// closed when it has been settled.
+	wait chan struct{}
 }
 
 // charge is a debit of one state, sent or to be sent.
@@ -202,21 +206,29 @@ type stateCharge struct {
 }
 
 // takeFor takes the states of reqs that owe something and no charge of
-// which is being sent.
-func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) []stateCharge {
+// which is being sent, and returns them with a channel for each state of
+// reqs a charge of which is being sent, closed when it has been settled.
+func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) ([]stateCharge, []chan struct{}) {
 	var out []stateCharge
+	var waits []chan struct{}
 	for _, r := range reqs {
 		k := r.StateID()
 		sh := ds.shard(r.Key)
 		sh.mu.Lock()
-		if d, ok := sh.m[k]; ok && !d.busy {
-			if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
+		if d, ok := sh.m[k]; ok {
+			if d.busy {
+				if d.wait == nil {
+					d.wait = make(chan struct{})
+					sh.m[k] = d
+				}
+				waits = append(waits, d.wait)
+			} else if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
 				out = append(out, j)
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return out
+	return out, waits
 }
 
 // take takes up to max states, starting at shard from, as takeFor does.
@@ -300,6 +312,10 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 		return // not reached: a busy entry is never removed
 	}
 	d.busy = false
+	if d.wait != nil {
+		close(d.wait)
+		d.wait = nil
+	}
 	if j.doubt != nil && doubt != confirmed {
 		// Sent before with an unknown outcome: only its id may be sent.
 		d.doubt = j.doubt
@@ -335,22 +351,37 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 	}
 }
 
-// chargeAfter charges what this node owes for the states of reqs, after a
-// call to the store that decided them succeeded: the store then answers for
-// those states' keys (on Cluster, their masters), so the charge is most
-// likely to be confirmed; one made to a master that is failing over would
-// be lost (see charge). The decision that came first did not see the debt:
-// one decision per state and node. The breaker's probe charges nothing.
-func (l *Limiter) chargeAfter(ctx context.Context, reqs []redlimit.Request) {
-	if l.debts == nil || l.debts.n.Load() == 0 {
-		return
-	}
-	charges := l.debts.takeFor(reqs, l.now(), l.once != nil, &l.rstats)
-	for i, j := range charges {
-		if err := l.send(ctx, j); err != nil {
-			l.unsent(charges[i+1:])
-			l.kick() // for what is owed still, in doubt or not
-			return
+// chargeFirst charges what this node owes for the states of reqs, before
+// the store decides them (see the top of this file): it sends the charges
+// of those no charge of which is being sent, then waits for the charges
+// being sent of the others (by another call, or the background pass),
+// until nothing is owed for any of them. It returns the first charge's
+// error (the states stay owed: the failure policy answers, as during an
+// outage), ctx's error if it ends first, or an error if the charge ended
+// after end, the end of the caller's budget (the caller has had its
+// answer from the policy: the store must not decide a request no one
+// waits for).
+func (l *Limiter) chargeFirst(ctx context.Context, reqs []redlimit.Request, end time.Time) error {
+	for {
+		charges, waits := l.debts.takeFor(reqs, l.now(), l.once != nil, &l.rstats)
+		if len(charges) == 0 && len(waits) == 0 {
+			return nil
+		}
+		for i, j := range charges {
+			if err := l.send(ctx, j); err != nil {
+				l.unsent(charges[i+1:])
+				return fmt.Errorf("charging what was counted locally: %w", err)
+			}
+		}
+		for _, w := range waits {
+			select {
+			case <-w:
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for a charge of the state: %w", ctx.Err())
+			}
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)
 		}
 	}
 }
@@ -474,22 +505,24 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		if !l.mayCharge() {
 			return // the next answer of the store starts it again
 		}
-		batch := l.debts.take(redlimit.MaxRequests, from, l.now(), l.once != nil, &l.rstats)
-		if len(batch) == 0 {
-			return
-		}
+		// A batch, taken one state at a time: a state taken is busy,
+		// and holds the calls that decide it, until its charge is
+		// settled (see chargeFirst).
 		wait := l.spread / 50
-		for i, j := range batch {
+		for range redlimit.MaxRequests {
+			taken := l.debts.take(1, from, l.now(), l.once != nil, &l.rstats)
+			if len(taken) == 0 {
+				return
+			}
 			done, err := l.breaker.Allow()
 			if err != nil {
 				// Refused by the breaker: not sent.
-				l.unsent(batch[i:])
+				l.unsent(taken)
 				return
 			}
-			err = l.send(context.Background(), j)
+			err = l.send(context.Background(), taken[0])
 			done(err)
 			if err != nil {
-				l.unsent(batch[i+1:])
 				wait, from = max(l.spread, retryPause), (from+1)%len(l.debts.shards)
 				break
 			}

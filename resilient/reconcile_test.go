@@ -295,12 +295,13 @@ func TestReconcileChargeFailsBeforeDeciding(t *testing.T) {
 	if err != nil || r.Allowed || r.Source != redlimit.FromStore {
 		t.Errorf("the next call: %+v, %v; want the store's denial, the debt charged", r, err)
 	}
-	calls := fs.charges()
-	if len(calls) != 2 || calls[0].id == "" || calls[0].err == nil || calls[1] != (chargeCall{calls[0].id, 99, nil}) {
-		t.Errorf("charges %+v: want 99 failed, then 99 again with its id", calls)
-	}
 	// The 100th unit, admitted locally after the charge failed, is owed
-	// apart and charged with the next call.
+	// apart and charged with the next call, with an id of its own.
+	calls := fs.charges()
+	if len(calls) != 3 || calls[0].id == "" || calls[0].err == nil || calls[1] != (chargeCall{calls[0].id, 99, nil}) ||
+		calls[2].id == "" || calls[2].id == calls[0].id || calls[2].cost != 1 || calls[2].err != nil {
+		t.Errorf("charges %+v: want 99 failed, 99 again with its id, then 1 with another", calls)
+	}
 	if rc, want := l.Reconciliation(), (resilient.Reconciliation{Charged: 100, Unconfirmed: 99, Recovered: 99}); rc != want {
 		t.Errorf("reconciliation: %+v, want %+v", rc, want)
 	}
