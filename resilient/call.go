@@ -34,25 +34,23 @@ type storeCall struct {
 	reqs  []redlimit.Request
 	peek  *redlimit.Request
 	probe bool      // the half-open breaker's probe: charges nothing owed
-	end   time.Time // the end of the caller's budget (see chargeFirst)
+	end   time.Time // the end of the caller's budget (see decideOwed)
 	// grant, if not nil, makes the call an Admit of reqs, whose Grant is
 	// sent on it (buffered) before the answer.
 	grant chan<- *redlimit.Grant
 }
 
-// do makes the call c to l's store, after charging what l owes for the
-// states it decides (see chargeFirst), unless it is the probe.
+// do makes the call c to l's store, and charges what l owes for the
+// states it decides (see decideOwed), unless it is the probe.
 func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
-	if !c.probe && l.debts != nil && l.debts.n.Load() != 0 {
-		owed := c.reqs
-		if c.peek != nil {
-			owed = []redlimit.Request{*c.peek}
-		}
-		if err := l.chargeFirst(ctx, owed, c.end); err != nil {
-			return redlimit.Decision{}, err
-		}
+	if c.probe || l.debts == nil || l.debts.n.Load() == 0 {
+		return c.call(ctx, l)
 	}
-	return c.call(ctx, l)
+	owed := c.reqs
+	if c.peek != nil {
+		owed = []redlimit.Request{*c.peek}
+	}
+	return l.decideOwed(ctx, c, owed)
 }
 
 // call makes the call c to l's store.

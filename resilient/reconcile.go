@@ -351,37 +351,62 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 	}
 }
 
-// chargeFirst charges what this node owes for the states of reqs, before
-// the store decides them (see the top of this file): it sends the charges
-// of those no charge of which is being sent, then waits for the charges
-// being sent of the others (by another call, or the background pass),
-// until nothing is owed for any of them. It returns the first charge's
-// error (the states stay owed: the failure policy answers, as during an
-// outage), ctx's error if it ends first, or an error if the charge ended
-// after end, the end of the caller's budget (the caller has had its
-// answer from the policy: the store must not decide a request no one
-// waits for).
-func (l *Limiter) chargeFirst(ctx context.Context, reqs []redlimit.Request, end time.Time) error {
+// decideOwed makes the call c, which decides the states of owed, some of
+// which this node owes something (see the top of this file). When the
+// store counts debits once per id, it sends the charges of those no
+// charge of which is being sent, waits for the charges being sent of the
+// others (by another call, or the background pass), and makes the call
+// once nothing is owed for any of them. When the store counts each charge
+// at most once, it takes the charges, makes the call, and sends them if the
+// call succeeded; with charges of another call to wait for, it waits
+// first, holding none. It returns the first charge's error (the states
+// stay owed: the failure policy answers, as during an outage), ctx's error
+// if it ends while waiting, or an error if a wait or charge ended after
+// c.end, the end of the caller's budget: the caller has had the failure
+// policy's answer, and the store must not decide a request no one waits
+// for.
+func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
 	for {
-		charges, waits := l.debts.takeFor(reqs, l.now(), l.once != nil, &l.rstats)
-		if len(charges) == 0 && len(waits) == 0 {
-			return nil
+		charges, waits := l.debts.takeFor(owed, l.now(), l.once != nil, &l.rstats)
+		switch {
+		case len(charges) == 0 && len(waits) == 0:
+			return c.call(ctx, l)
+		case l.once == nil && len(waits) == 0:
+			// One decision per state and node without the debt: a charge
+			// sent first to a store that is failing (a Cluster master
+			// failing over) would be lost.
+			d, err := c.call(ctx, l)
+			if err != nil {
+				l.unsent(charges)
+				return d, err
+			}
+			for i, j := range charges {
+				if err := l.send(ctx, j); err != nil {
+					l.unsent(charges[i+1:])
+					l.kick() // for what is owed still
+					break
+				}
+			}
+			return d, nil
+		case l.once == nil:
+			l.unsent(charges)
+			charges = nil
 		}
 		for i, j := range charges {
 			if err := l.send(ctx, j); err != nil {
 				l.unsent(charges[i+1:])
-				return fmt.Errorf("charging what was counted locally: %w", err)
+				return redlimit.Decision{}, fmt.Errorf("charging what was counted locally: %w", err)
 			}
 		}
 		for _, w := range waits {
 			select {
 			case <-w:
 			case <-ctx.Done():
-				return fmt.Errorf("waiting for a charge of the state: %w", ctx.Err())
+				return redlimit.Decision{}, fmt.Errorf("waiting for a charge of the state: %w", ctx.Err())
 			}
 		}
-		if time.Now().After(end) {
-			return fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)
+		if time.Now().After(c.end) {
+			return redlimit.Decision{}, fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)
 		}
 	}
 }
@@ -507,7 +532,7 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		}
 		// A batch, taken one state at a time: a state taken is busy,
 		// and holds the calls that decide it, until its charge is
-		// settled (see chargeFirst).
+		// settled (see decideOwed).
 		wait := l.spread / 50
 		for range redlimit.MaxRequests {
 			taken := l.debts.take(1, from, l.now(), l.once != nil, &l.rstats)

@@ -116,20 +116,29 @@ func admitLocally(t *testing.T, l *resilient.Limiter, key string, lim redlimit.L
 
 // TestReconcileChargesWhatWasAdmittedLocally: what the local fallback
 // admitted while Redis was frozen is counted by Redis afterwards, past the
-// limit (as a debit), whether charged in the background or inline before
-// the store decides the key again.
+// limit (as a debit), whether charged in the background or inline: before
+// the store decides the key again, or, with a store that counts each
+// charge at most once, after its first decision.
 func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 	t.Parallel()
-	for _, inline := range []bool{false, true} {
-		t.Run(fmt.Sprint("inline=", inline), func(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		inline, once bool
+	}{{"background", false, true}, {"inline", true, true}, {"inline-at-most-once", true, false}} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			inline := c.inline
 			spread := -time.Nanosecond // at once
 			if inline {
 				spread = time.Hour // never in the test's time
 			}
+			var wrap func(redlimit.Limiter) redlimit.Limiter
+			if !c.once {
+				wrap = func(s redlimit.Limiter) redlimit.Limiter { return atMostOnce{s} }
+			}
 			// LastSeenSize -1: the local fallback admits its whole share,
 			// so that the charge takes the key past its limit.
-			l, srv, store := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: spread}, nil)
+			l, srv, store := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: spread}, wrap)
 			ctx := context.Background()
 			lim := redlimit.PerHour(100).FixedWindow()
 			// 80 taken on Redis, on a key no local decision touched: on a
@@ -157,11 +166,18 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 			if inline {
 				// An unrelated key takes the breaker's probe, which
 				// charges nothing; the first call for k after it
-				// charges k's debt before the store decides it.
+				// charges k's debt before the store decides it, or,
+				// at most once, after.
 				backOnStore(t, l)
 				r, err := l.Peek(ctx, k, lim, 1)
+				if !c.once {
+					if err != nil || !r.Allowed || r.Source != redlimit.FromStore {
+						t.Errorf("the first Peek on the store after the outage: %+v, %v; want the store's answer before the charge", r, err)
+					}
+					r, err = l.Peek(ctx, k, lim, 1)
+				}
 				if err != nil || r.Allowed || r.Remaining != 0 || r.Source != redlimit.FromStore {
-					t.Errorf("the first Peek on the store after the outage: %+v, %v; want the debt charged", r, err)
+					t.Errorf("Peek on the store after the outage: %+v, %v; want the debt charged", r, err)
 				}
 			} else {
 				backOnStore(t, l)
@@ -306,6 +322,9 @@ func TestReconcileChargeFailsBeforeDeciding(t *testing.T) {
 		t.Errorf("reconciliation: %+v, want %+v", rc, want)
 	}
 }
+
+// atMostOnce is a store without DebitOnce.
+type atMostOnce struct{ redlimit.Limiter }
 
 // lostReply is a store whose debits are applied but whose replies are lost
 // (an error instead), as when the connection drops after the call was sent.
