@@ -17,15 +17,32 @@ import (
 // (the admissions its local fallback allowed, and every debit) is owed to
 // the store, per state, and charged to it as debits once it answers again:
 //
-//   - inline: after a call to the store for a state this node owes
-//     succeeded, the debt is charged (the store answers for that key, so
-//     the charge is most likely confirmed);
+//   - inline: a call to the store for states this node owes charges
+//     their debts before the store decides them, when the store counts a
+//     debit once per id (onceDebiter): a charge lost to a store that is
+//     failing (a Cluster master failing over) is sent again with its id.
+//     A store that counts each charge at most once gets it after the
+//     call succeeded instead (the store answers for those keys, so the
+//     charge is most likely confirmed), and one decision per state and
+//     node does not see the debt. Either way the node's other calls for
+//     a state wait while a charge of it is being sent (by another call,
+//     or the background), within their budget (one whose budget ends
+//     first gets the failure policy's answer, and the breaker counts a
+//     failure, as for a store call not answered in time), then charge
+//     what is owed still or are decided: the store never decides for this node
+//     without what it owes, but for the one decision above and the
+//     breaker's probe, which charges nothing (the store it tries may
+//     still be down). A charge that fails leaves the state owed and
+//     fails the call: the failure policy answers, as during the outage.
+//     Other nodes' debts reach the store with their own calls; until
+//     then the store decides without them;
 //   - in the background: after a store answer, one goroutine per Limiter
 //     waits a random time up to Options.ReconcileSpread (so that nodes
 //     coming back together do not charge together), then charges the rest,
-//     up to redlimit.MaxRequests states at a time, each after a random
-//     pause of up to a fiftieth of the spread (after a failed charge, up to
-//     the spread), while the breaker stays closed.
+//     up to redlimit.MaxRequests states in a row, taken one at a time (a
+//     state taken holds its calls), then pauses a random time up to a
+//     fiftieth of the spread (after a failed charge, up to the spread),
+//     while the breaker stays closed.
 //
 // Each charge is of one state, in a call of its own. When the debt is
 // taken to be sent, its units become a charge with an idempotency id (128
