@@ -29,13 +29,13 @@ import (
 //     or the background), within their budget (one whose budget ends
 //     first gets the failure policy's answer, and the breaker counts a
 //     failure, as for a store call not answered in time), then charge
-//     what is owed still or are decided: the store never decides for this node
-//     without what it owes, but for the one decision above and the
-//     breaker's probe, which charges nothing (the store it tries may
-//     still be down). A charge that fails leaves the state owed and
-//     fails the call: the failure policy answers, as during the outage.
-//     Other nodes' debts reach the store with their own calls; until
-//     then the store decides without them;
+//     what is owed still or are decided: the store never decides for
+//     this node without what it owes, but for the one decision above and
+//     the breaker's probe, which charges nothing (the store it tries may
+//     still be down). A charge that fails leaves the state owed and fails
+//     the call: the failure policy answers, as during the outage. Other
+//     nodes' debts reach the store with their own calls; until then the
+//     store decides without them;
 //   - in the background: after a store answer, one goroutine per Limiter
 //     waits a random time up to Options.ReconcileSpread (so that nodes
 //     coming back together do not charge together), then charges the rest,
