@@ -27,9 +27,9 @@ import (
 //     node does not see the debt. Either way the node's other calls for
 //     a state wait while a charge of it is being sent (by another call,
 //     or the background), within their budget (one whose budget ends
-//     first gets the failure policy's answer, and the breaker counts a
-//     failure, as for a store call not answered in time), then charge
-//     what is owed still or are decided: the store never decides for
+//     first gets the failure policy's answer, and the breaker ignores it:
+//     the charge's own outcome is counted by the call that sent it), then
+//     charge what is owed still or are decided: the store never decides for
 //     this node without what it owes, but for the one decision above and
 //     the breaker's probe, which charges nothing (the store it tries may
 //     still be down). A charge that fails leaves the state owed and fails
@@ -378,7 +378,9 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 // call succeeded; with charges of another call to wait for, it waits
 // first, holding none. It returns the first charge's error (the states
 // stay owed: the failure policy answers, as during an outage), ctx's error
-// if it ends while waiting, or an error if a wait or charge ended after
+// if it ends while waiting (c.held then stays set: the breaker ignores a
+// call that ran out of budget behind another's charge), or an error if a
+// wait or charge ended after
 // c.end, the end of the caller's budget: the caller has had the failure
 // policy's answer, and the store must not decide a request no one waits
 // for.
@@ -415,12 +417,18 @@ func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.R
 				return redlimit.Decision{}, fmt.Errorf("charging what was counted locally: %w", err)
 			}
 		}
+		if len(waits) > 0 && c.held != nil {
+			c.held.Store(true)
+		}
 		for _, w := range waits {
 			select {
 			case <-w:
 			case <-ctx.Done():
 				return redlimit.Decision{}, fmt.Errorf("waiting for a charge of the state: %w", ctx.Err())
 			}
+		}
+		if c.held != nil {
+			c.held.Store(false)
 		}
 		if time.Now().After(c.end) {
 			return redlimit.Decision{}, fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)

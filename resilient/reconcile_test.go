@@ -263,6 +263,10 @@ func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
 	if took := time.Since(start); err != nil || r.Allowed || r.Source != redlimit.FromLocal || took > 500*time.Millisecond {
 		t.Errorf("a caller with a 20 ms deadline while k's charge is sent: %+v, %v after %s; want the local denial", r, err, took)
 	}
+	// Its wait said nothing of the store (FailureThreshold is 1).
+	if s := l.BreakerState(); s != "closed" {
+		t.Errorf("the breaker is %s after a call held behind a charge ran out of time", s)
+	}
 	time.Sleep(50 * time.Millisecond)
 	close(gs.open)
 	wg.Wait()

@@ -205,7 +205,9 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) },
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+		},
 	})
 	return l, nil
 }
