@@ -153,13 +153,16 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	t.Logf("the killed master's keys back on Redis: %s", strings.Join(back, "; "))
 	var opened []string
 	for _, b := range breakers {
-		n := 0
+		n, after := 0, 0
 		for _, e := range b.states() {
 			if e.state == "open" && e.at.After(killed) {
 				n++
+				if e.at.After(killed.Add(failover)) {
+					after++
+				}
 			}
 		}
-		opened = append(opened, fmt.Sprint(n))
+		opened = append(opened, fmt.Sprintf("%d (%d after the failover)", n, after))
 	}
 	t.Logf("breaker opened after the kill, per node: %s", strings.Join(opened, ", "))
 	during := between(all, killed, killed.Add(failover))
