@@ -374,16 +374,15 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 // charge of which is being sent, waits for the charges being sent of the
 // others (by another call, or the background pass), and makes the call
 // once nothing is owed for any of them. When the store counts each charge
-// at most once, it takes the charges, makes the call, and sends them if the
-// call succeeded; with charges of another call to wait for, it waits
+// at most once, it takes the charges, makes the call, and sends them if
+// the call succeeded; with charges of another call to wait for, it waits
 // first, holding none. It returns the first charge's error (the states
-// stay owed: the failure policy answers, as during an outage), ctx's error
-// if it ends while waiting (c.held then stays set: the breaker ignores a
-// call that ran out of budget behind another's charge), or an error if a
-// wait or charge ended after
-// c.end, the end of the caller's budget: the caller has had the failure
-// policy's answer, and the store must not decide a request no one waits
-// for.
+// stay owed: the failure policy answers, as during an outage), ctx's
+// error if it ends while waiting (c.held then stays set: the breaker
+// ignores a call that ran out of budget behind another's charge), or an
+// error if a wait or charge ended after c.end, the end of the caller's
+// budget: the caller has had the failure policy's answer, and the store
+// must not decide a request no one waits for.
 func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
 	for {
 		charges, waits := l.debts.takeFor(owed, l.now(), l.once != nil, &l.rstats)
