@@ -22,6 +22,12 @@ var errCallerGone = errors.New("resilient: caller's context done")
 // minBudget), or none: the policy answers, and the breaker ignores it.
 var errNoTime = errors.New("resilient: too little time left by the caller")
 
+// errHeld marks a store call whose budget ended while it waited for a
+// charge of its state that another call was sending (see decideOwed): the
+// policy answers, and the breaker ignores it (that charge's own outcome
+// is counted by the call that sent it).
+var errHeld = errors.New("resilient: held behind a charge of the state")
+
 const (
 	// minBudget is the shortest store budget whose timeout counts as a
 	// store failure.
@@ -33,24 +39,27 @@ const (
 type storeCall struct {
 	reqs  []redlimit.Request
 	peek  *redlimit.Request
-	probe bool // the half-open breaker's probe: charges nothing owed
+	probe bool      // the half-open breaker's probe: charges nothing owed
+	end   time.Time // the end of the caller's budget (see decideOwed)
+	// held, if not nil, is set while the call waits for a charge of its
+	// state sent by another (see decideOwed); made when something is owed.
+	held *atomic.Bool
 	// grant, if not nil, makes the call an Admit of reqs, whose Grant is
 	// sent on it (buffered) before the answer.
 	grant chan<- *redlimit.Grant
 }
 
-// do makes the call c to l's store, then, if the store answered, charges
-// what l owes for the states it decided (see chargeAfter).
+// do makes the call c to l's store, and charges what l owes for the
+// states it decides (see decideOwed), unless it is the probe.
 func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
-	d, err := c.call(ctx, l)
-	if err == nil && !c.probe {
-		owed := c.reqs
-		if c.peek != nil {
-			owed = []redlimit.Request{*c.peek}
-		}
-		l.chargeAfter(ctx, owed)
+	if c.probe || l.debts == nil || l.debts.n.Load() == 0 {
+		return c.call(ctx, l)
 	}
-	return d, err
+	owed := c.reqs
+	if c.peek != nil {
+		owed = []redlimit.Request{*c.peek}
+	}
+	return l.decideOwed(ctx, c, owed)
 }
 
 // call makes the call c to l's store.
@@ -109,7 +118,8 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		done(errCallerGone)
 		return redlimit.Decision{}, errCallerGone
 	}
-	budget := l.budget(ctx, time.Now())
+	now := time.Now()
+	budget := l.budget(ctx, now)
 	if budget <= 0 {
 		// The caller's deadline has passed: its policy answers, for a
 		// caller that may still use the answer.
@@ -125,6 +135,10 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 			l.kick()
 		}
 		return d, err
+	}
+	c.end = now.Add(budget)
+	if l.debts != nil && l.debts.n.Load() != 0 {
+		c.held = new(atomic.Bool)
 	}
 	d, err := l.bounded(ctx, c, budget)
 	done(err)
@@ -180,6 +194,8 @@ func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return redlimit.Decision{}, errCallerGone
+	case c.held != nil && c.held.Load():
+		return redlimit.Decision{}, fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
 	case budget < minBudget && errors.Is(err, context.DeadlineExceeded):
 		return redlimit.Decision{}, fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
 	}

@@ -1,7 +1,9 @@
 package resilient_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: time.Second})
 	lim := redlimit.Per(3000, time.Hour).SlidingWindow()
 	share := int((lim.Count + faultNodes - 1) / faultNodes)
-	nodes, _ := startNodes(t, cluster.Addrs(), faultNodes)
+	nodes, breakers := startNodes(t, cluster.Addrs(), faultNodes)
 	defer func() {
 		for _, l := range nodes {
 			l.Close()
@@ -65,23 +67,23 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	}
 	untilEnd := between(all, time.Time{}, killed.Add(failover))
 	excess, excessEnd, excessVictimEnd := 0, 0, 0
+	var perKey []string
 	for _, k := range keys {
 		over, overEnd := aboveLimit(all, k, lim), aboveLimit(untilEnd, k, lim)
 		excess += over
 		excessEnd += overEnd
+		if onVictim[k] {
+			perKey = append(perKey, fmt.Sprintf("%s %d (killed master's)", k, over))
+		} else {
+			perKey = append(perKey, fmt.Sprintf("%s %d", k, over))
+		}
 		// Once the nodes have charged Redis what they admitted by
 		// themselves, the rest of the window admits no more than Redis
-		// had left: at most 10% above the limit. The killed master's keys
-		// can go further: the promoted replica decides them from its own
-		// count while the nodes' charges of what they admitted locally
-		// during the failover are still on their way (138 to 197 above on
-		// each key in three runs that logged the sources, up to 671 in
-		// others; see docs/RELIABILITY.md), bounded here by a third of the
-		// limit.
+		// had left: at most 10% above the limit, on the killed master's
+		// keys too: a node charges a state's debt before the store
+		// decides the state again, and holds its other calls for the
+		// state meanwhile (see docs/RELIABILITY.md).
 		bound := int(lim.Count) / faultExcess
-		if onVictim[k] {
-			bound = int(lim.Count) / 3
-		}
 		if over > bound {
 			t.Errorf("key %s (on the killed master: %v): %d admitted above the limit of %d by the end of the run (local share %d), want at most %d", k, onVictim[k], over, lim.Count, share, bound)
 		}
@@ -101,6 +103,68 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("above the limit by the end of the run, per key: %s", strings.Join(perKey, ", "))
+	// What Redis counts for each key, against what was admitted, by Redis
+	// or locally (and charged): a count below that sum is admissions the
+	// promoted replica never received. (A count above it is calls cut off
+	// at their deadline that Redis ran afterwards.)
+	var counts []string
+	for _, k := range keys {
+		whole := lim
+		whole.Count = redlimit.MaxCount
+		r, err := nodes[0].Peek(context.Background(), k, whole, 1)
+		if err != nil || r.Source != redlimit.FromStore {
+			t.Logf("reading %s's count: %+v, %v", k, r, err)
+			continue
+		}
+		admitted := count(all, func(s sample) bool { return s.key == k && s.allowed })
+		counts = append(counts, fmt.Sprintf("%s %d/%d", k, whole.Max()-1-r.Remaining, admitted))
+	}
+	t.Logf("counted by Redis / admitted, per key: %s", strings.Join(counts, ", "))
+	// When each node's decisions of the killed master's keys came back to
+	// Redis, and what Redis and the local fallbacks admitted of them
+	// from then on: a node's charges reach Redis with its first call,
+	// and until the last node's have, Redis decides without theirs.
+	// When each node's decisions of each of the killed master's keys
+	// came back to Redis (after the node's charge of the key), and what
+	// Redis admitted of the key after the first node was back, before and
+	// after the last one was: until then, Redis decides without the debt
+	// of the nodes not back yet.
+	var back []string
+	for _, k := range keys {
+		if !onVictim[k] {
+			continue
+		}
+		first, last := time.Duration(-1), time.Duration(0)
+		for i := range nodes {
+			d := firstFromStore(all, killed.Add(100*time.Millisecond), func(s sample) bool { return s.node == i && s.key == k })
+			if first < 0 || d < first {
+				first = d
+			}
+			last = max(last, d)
+		}
+		fromRedis := func(from, to time.Time) int {
+			return count(between(all, from, to), func(s sample) bool { return s.key == k && s.allowed && s.source == redlimit.FromStore })
+		}
+		locally := count(between(all, killed.Add(first), time.Now()), func(s sample) bool { return s.key == k && s.allowed && s.source == redlimit.FromLocal })
+		back = append(back, fmt.Sprintf("%s: nodes back from %s to %s, %d admitted by Redis before the last, %d after, %d locally after the first",
+			k, first.Round(time.Millisecond), last.Round(time.Millisecond), fromRedis(killed.Add(first), killed.Add(last)), fromRedis(killed.Add(last), time.Now()), locally))
+	}
+	t.Logf("the killed master's keys back on Redis: %s", strings.Join(back, "; "))
+	var opened []string
+	for _, b := range breakers {
+		n, after := 0, 0
+		for _, e := range b.states() {
+			if e.state == "open" && e.at.After(killed) {
+				n++
+				if e.at.After(killed.Add(failover)) {
+					after++
+				}
+			}
+		}
+		opened = append(opened, fmt.Sprintf("%d (%d after the failover)", n, after))
+	}
+	t.Logf("breaker opened after the kill, per node: %s", strings.Join(opened, ", "))
 	during := between(all, killed, killed.Add(failover))
 	report(t, "cluster", "| %d | %d | %s | %s | %d | %d | %d | %d / %d | %d |",
 		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(time.Microsecond), excessEnd, excessVictimEnd, excess, charged, unconfirmed, errs)

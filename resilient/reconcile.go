@@ -3,6 +3,7 @@ package resilient
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -16,15 +17,32 @@ import (
 // (the admissions its local fallback allowed, and every debit) is owed to
 // the store, per state, and charged to it as debits once it answers again:
 //
-//   - inline: after a call to the store for a state this node owes
-//     succeeded, the debt is charged (the store answers for that key, so
-//     the charge is most likely confirmed);
+//   - inline: a call to the store for states this node owes charges
+//     their debts before the store decides them, when the store counts a
+//     debit once per id (onceDebiter): a charge lost to a store that is
+//     failing (a Cluster master failing over) is sent again with its id.
+//     A store that counts each charge at most once gets it after the
+//     call succeeded instead (the store answers for those keys, so the
+//     charge is most likely confirmed), and one decision per state and
+//     node does not see the debt. Either way the node's other calls for
+//     a state wait while a charge of it is being sent (by another call,
+//     or the background), within their budget (one whose budget ends
+//     first gets the failure policy's answer, and the breaker ignores it:
+//     the charge's own outcome is counted by the call that sent it), then
+//     charge what is owed still or are decided: the store never decides for
+//     this node without what it owes, but for the one decision above and
+//     the breaker's probe, which charges nothing (the store it tries may
+//     still be down). A charge that fails leaves the state owed and fails
+//     the call: the failure policy answers, as during the outage. Other
+//     nodes' debts reach the store with their own calls; until then the
+//     store decides without them;
 //   - in the background: after a store answer, one goroutine per Limiter
 //     waits a random time up to Options.ReconcileSpread (so that nodes
 //     coming back together do not charge together), then charges the rest,
-//     up to redlimit.MaxRequests states at a time, each after a random
-//     pause of up to a fiftieth of the spread (after a failed charge, up to
-//     the spread), while the breaker stays closed.
+//     up to redlimit.MaxRequests states in a row, taken one at a time (a
+//     state taken holds its calls), then pauses a random time up to a
+//     fiftieth of the spread (after a failed charge, up to the spread),
+//     while the breaker stays closed.
 //
 // Each charge is of one state, in a call of its own. When the debt is
 // taken to be sent, its units become a charge with an idempotency id (128
@@ -73,6 +91,9 @@ type debt struct {
 	last  int64          // when the last of units was counted
 	doubt *charge        // sent, outcome unknown: to be sent again with its id
 	busy  bool           // a charge of the state is being sent
+	// wait, made by a call that waits for the charge being sent, is
+	// closed when it has been settled.
+	wait chan struct{}
 }
 
 // charge is a debit of one state, sent or to be sent.
@@ -202,21 +223,29 @@ type stateCharge struct {
 }
 
 // takeFor takes the states of reqs that owe something and no charge of
-// which is being sent.
-func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) []stateCharge {
+// which is being sent, and returns them with a channel for each state of
+// reqs a charge of which is being sent, closed when it has been settled.
+func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) ([]stateCharge, []chan struct{}) {
 	var out []stateCharge
+	var waits []chan struct{}
 	for _, r := range reqs {
 		k := r.StateID()
 		sh := ds.shard(r.Key)
 		sh.mu.Lock()
-		if d, ok := sh.m[k]; ok && !d.busy {
-			if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
+		if d, ok := sh.m[k]; ok {
+			if d.busy {
+				if d.wait == nil {
+					d.wait = make(chan struct{})
+					sh.m[k] = d
+				}
+				waits = append(waits, d.wait)
+			} else if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
 				out = append(out, j)
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return out
+	return out, waits
 }
 
 // take takes up to max states, starting at shard from, as takeFor does.
@@ -300,6 +329,10 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 		return // not reached: a busy entry is never removed
 	}
 	d.busy = false
+	if d.wait != nil {
+		close(d.wait)
+		d.wait = nil
+	}
 	if j.doubt != nil && doubt != confirmed {
 		// Sent before with an unknown outcome: only its id may be sent.
 		d.doubt = j.doubt
@@ -335,22 +368,69 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 	}
 }
 
-// chargeAfter charges what this node owes for the states of reqs, after a
-// call to the store that decided them succeeded: the store then answers for
-// those states' keys (on Cluster, their masters), so the charge is most
-// likely to be confirmed; one made to a master that is failing over would
-// be lost (see charge). The decision that came first did not see the debt:
-// one decision per state and node. The breaker's probe charges nothing.
-func (l *Limiter) chargeAfter(ctx context.Context, reqs []redlimit.Request) {
-	if l.debts == nil || l.debts.n.Load() == 0 {
-		return
-	}
-	charges := l.debts.takeFor(reqs, l.now(), l.once != nil, &l.rstats)
-	for i, j := range charges {
-		if err := l.send(ctx, j); err != nil {
-			l.unsent(charges[i+1:])
-			l.kick() // for what is owed still, in doubt or not
-			return
+// decideOwed makes the call c, which decides the states of owed, some of
+// which this node owes something (see the top of this file). When the
+// store counts debits once per id, it sends the charges of those no
+// charge of which is being sent, waits for the charges being sent of the
+// others (by another call, or the background pass), and makes the call
+// once nothing is owed for any of them. When the store counts each charge
+// at most once, it takes the charges, makes the call, and sends them if
+// the call succeeded; with charges of another call to wait for, it waits
+// first, holding none. It returns the first charge's error (the states
+// stay owed: the failure policy answers, as during an outage), ctx's
+// error if it ends while waiting (c.held then stays set: the breaker
+// ignores a call that ran out of budget behind another's charge), or an
+// error if a wait or charge ended after c.end, the end of the caller's
+// budget: the caller has had the failure policy's answer, and the store
+// must not decide a request no one waits for.
+func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
+	for {
+		charges, waits := l.debts.takeFor(owed, l.now(), l.once != nil, &l.rstats)
+		switch {
+		case len(charges) == 0 && len(waits) == 0:
+			return c.call(ctx, l)
+		case l.once == nil && len(waits) == 0:
+			// One decision per state and node without the debt: a charge
+			// sent first to a store that is failing (a Cluster master
+			// failing over) would be lost.
+			d, err := c.call(ctx, l)
+			if err != nil {
+				l.unsent(charges)
+				return d, err
+			}
+			for i, j := range charges {
+				if err := l.send(ctx, j); err != nil {
+					l.unsent(charges[i+1:])
+					l.kick() // for what is owed still
+					break
+				}
+			}
+			return d, nil
+		case l.once == nil:
+			l.unsent(charges)
+			charges = nil
+		}
+		for i, j := range charges {
+			if err := l.send(ctx, j); err != nil {
+				l.unsent(charges[i+1:])
+				return redlimit.Decision{}, fmt.Errorf("charging what was counted locally: %w", err)
+			}
+		}
+		if len(waits) > 0 && c.held != nil {
+			c.held.Store(true)
+		}
+		for _, w := range waits {
+			select {
+			case <-w:
+			case <-ctx.Done():
+				return redlimit.Decision{}, fmt.Errorf("waiting for a charge of the state: %w", ctx.Err())
+			}
+		}
+		if c.held != nil {
+			c.held.Store(false)
+		}
+		if time.Now().After(c.end) {
+			return redlimit.Decision{}, fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)
 		}
 	}
 }
@@ -474,22 +554,24 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		if !l.mayCharge() {
 			return // the next answer of the store starts it again
 		}
-		batch := l.debts.take(redlimit.MaxRequests, from, l.now(), l.once != nil, &l.rstats)
-		if len(batch) == 0 {
-			return
-		}
+		// A batch, taken one state at a time: a state taken is busy,
+		// and holds the calls that decide it, until its charge is
+		// settled (see decideOwed).
 		wait := l.spread / 50
-		for i, j := range batch {
+		for range redlimit.MaxRequests {
+			taken := l.debts.take(1, from, l.now(), l.once != nil, &l.rstats)
+			if len(taken) == 0 {
+				return
+			}
 			done, err := l.breaker.Allow()
 			if err != nil {
 				// Refused by the breaker: not sent.
-				l.unsent(batch[i:])
+				l.unsent(taken)
 				return
 			}
-			err = l.send(context.Background(), j)
+			err = l.send(context.Background(), taken[0])
 			done(err)
 			if err != nil {
-				l.unsent(batch[i+1:])
 				wait, from = max(l.spread, retryPause), (from+1)%len(l.debts.shards)
 				break
 			}

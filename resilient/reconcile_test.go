@@ -8,11 +8,13 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/resilient"
 )
 
@@ -114,20 +116,29 @@ func admitLocally(t *testing.T, l *resilient.Limiter, key string, lim redlimit.L
 
 // TestReconcileChargesWhatWasAdmittedLocally: what the local fallback
 // admitted while Redis was frozen is counted by Redis afterwards, past the
-// limit (as a debit), whether charged in the background or inline before
-// the store decides the key again.
+// limit (as a debit), whether charged in the background or inline: before
+// the store decides the key again, or, with a store that counts each
+// charge at most once, after its first decision.
 func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 	t.Parallel()
-	for _, inline := range []bool{false, true} {
-		t.Run(fmt.Sprint("inline=", inline), func(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		inline, once bool
+	}{{"background", false, true}, {"inline", true, true}, {"inline-at-most-once", true, false}} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			inline := c.inline
 			spread := -time.Nanosecond // at once
 			if inline {
 				spread = time.Hour // never in the test's time
 			}
+			var wrap func(redlimit.Limiter) redlimit.Limiter
+			if !c.once {
+				wrap = func(s redlimit.Limiter) redlimit.Limiter { return atMostOnce{s} }
+			}
 			// LastSeenSize -1: the local fallback admits its whole share,
 			// so that the charge takes the key past its limit.
-			l, srv, store := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: spread}, nil)
+			l, srv, store := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: spread}, wrap)
 			ctx := context.Background()
 			lim := redlimit.PerHour(100).FixedWindow()
 			// 80 taken on Redis, on a key no local decision touched: on a
@@ -154,16 +165,19 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 			}
 			if inline {
 				// An unrelated key takes the breaker's probe, which
-				// charges nothing; the first call for k after it is
-				// decided by the store, then charges k's debt, which the
-				// second call sees.
+				// charges nothing; the first call for k after it
+				// charges k's debt before the store decides it, or,
+				// at most once, after.
 				backOnStore(t, l)
-				if r, err := l.Peek(ctx, k, lim, 1); err != nil || !r.Allowed || r.Source != redlimit.FromStore {
-					t.Errorf("the first Peek on the store after the outage: %+v, %v; want the store's answer before the charge", r, err)
-				}
 				r, err := l.Peek(ctx, k, lim, 1)
+				if !c.once {
+					if err != nil || !r.Allowed || r.Source != redlimit.FromStore {
+						t.Errorf("the first Peek on the store after the outage: %+v, %v; want the store's answer before the charge", r, err)
+					}
+					r, err = l.Peek(ctx, k, lim, 1)
+				}
 				if err != nil || r.Allowed || r.Remaining != 0 || r.Source != redlimit.FromStore {
-					t.Errorf("the second Peek on the store after the outage: %+v; want the debt charged", r)
+					t.Errorf("Peek on the store after the outage: %+v, %v; want the debt charged", r, err)
 				}
 			} else {
 				backOnStore(t, l)
@@ -184,6 +198,137 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 		})
 	}
 }
+
+// gatedCharges is a Redis store whose charges (DebitOnce) wait until open
+// is closed, or their context ends.
+type gatedCharges struct {
+	*redisstore.Store
+	open    chan struct{}
+	waiting atomic.Int32 // charges waiting for open
+}
+
+func (s *gatedCharges) DebitOnce(ctx context.Context, req redlimit.Request, id string) (redlimit.Result, bool, error) {
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return redlimit.Result{}, false, ctx.Err()
+	}
+	return s.Store.DebitOnce(ctx, req, id)
+}
+
+// TestReconcileHoldsDecisionsWhileCharging: while a state's debt is being
+// charged, the node's other calls for the state wait for the charge
+// rather than have the store decide them without it; a caller whose
+// deadline comes first gets the local fallback's answer within it.
+func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
+	t.Parallel()
+	var gs *gatedCharges
+	l, srv, _ := outageLimiter(t, resilient.Options{Timeout: time.Second, LastSeenSize: -1, ReconcileSpread: time.Hour}, func(s redlimit.Limiter) redlimit.Limiter {
+		gs = &gatedCharges{Store: s.(*redisstore.Store), open: make(chan struct{})}
+		return gs
+	})
+	ctx := context.Background()
+	lim := redlimit.PerHour(100).FixedWindow()
+	freeze(t, srv, l)
+	admitLocally(t, l, "k", lim, 100)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	backOnStore(t, l)
+
+	// The first call charges k's debt, and waits at the gate; the others
+	// wait for that charge.
+	const calls = 8
+	results := make(chan redlimit.Result, calls)
+	errs := make(chan error, calls)
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			r, err := l.Allow(ctx, "k", lim)
+			results <- r
+			errs <- err
+		})
+	}
+	if !waitFor(5*time.Second, func() bool { return gs.waiting.Load() == 1 }) {
+		t.Fatal("no charge of k was sent")
+	}
+	// A caller whose deadline comes before the charge ends is answered
+	// by the local fallback (whose share is spent) within its deadline.
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	r, err := l.Allow(sctx, "k", lim)
+	cancel()
+	if took := time.Since(start); err != nil || r.Allowed || r.Source != redlimit.FromLocal || took > 500*time.Millisecond {
+		t.Errorf("a caller with a 20 ms deadline while k's charge is sent: %+v, %v after %s; want the local denial", r, err, took)
+	}
+	// Its wait said nothing of the store (FailureThreshold is 1).
+	if s := l.BreakerState(); s != "closed" {
+		t.Errorf("the breaker is %s after a call held behind a charge ran out of time", s)
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(gs.open)
+	wg.Wait()
+	close(results)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for r := range results {
+		if r.Allowed || r.Source != redlimit.FromStore {
+			t.Errorf("a call held while k's charge was sent: %+v; want the store's denial, the debt charged", r)
+		}
+	}
+	if rc := l.Reconciliation(); rc.Charged != 100 || rc.Pending != 0 {
+		t.Errorf("reconciliation: %+v, want 100 charged", rc)
+	}
+}
+
+// TestReconcileChargeFailsBeforeDeciding: when the charge sent before a
+// decision fails, the state stays owed and the failure policy answers, as
+// during the outage; the next call sends the charge again with its id,
+// then the store decides with the debt.
+func TestReconcileChargeFailsBeforeDeciding(t *testing.T) {
+	t.Parallel()
+	var fs *firstChargeFails
+	l, srv, _ := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: time.Hour}, func(s redlimit.Limiter) redlimit.Limiter {
+		fs = &firstChargeFails{Store: s.(*redisstore.Store)}
+		return fs
+	})
+	ctx := context.Background()
+	lim := redlimit.PerHour(100).FixedWindow()
+	freeze(t, srv, l)
+	admitLocally(t, l, "k", lim, 99)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	backOnStore(t, l)
+	r, err := l.Allow(ctx, "k", lim)
+	if err != nil || !r.Allowed || r.Source != redlimit.FromLocal {
+		t.Errorf("the call whose charge failed: %+v, %v; want the local fallback's admission (its 100th)", r, err)
+	}
+	backOnStore(t, l) // the failed charge opened the breaker (FailureThreshold 1)
+	r, err = l.Allow(ctx, "k", lim)
+	if err != nil || r.Allowed || r.Source != redlimit.FromStore {
+		t.Errorf("the next call: %+v, %v; want the store's denial, the debt charged", r, err)
+	}
+	// The 100th unit, admitted locally after the charge failed, is owed
+	// apart and charged with the next call, with an id of its own.
+	calls := fs.charges()
+	if len(calls) != 3 || calls[0].id == "" || calls[0].err == nil || calls[1] != (chargeCall{calls[0].id, 99, nil}) ||
+		calls[2].id == "" || calls[2].id == calls[0].id || calls[2].cost != 1 || calls[2].err != nil {
+		t.Errorf("charges %+v: want 99 failed, 99 again with its id, then 1 with another", calls)
+	}
+	if rc, want := l.Reconciliation(), (resilient.Reconciliation{Charged: 100, Unconfirmed: 99, Recovered: 99}); rc != want {
+		t.Errorf("reconciliation: %+v, want %+v", rc, want)
+	}
+}
+
+// atMostOnce is a store without DebitOnce.
+type atMostOnce struct{ redlimit.Limiter }
 
 // lostReply is a store whose debits are applied but whose replies are lost
 // (an error instead), as when the connection drops after the call was sent.

@@ -91,8 +91,9 @@ type Options struct {
 	// again, before this node charges what it owes for the states it has
 	// not been asked about since (default [DefaultReconcileSpread]), so
 	// that nodes coming back together spread their charges; a state asked
-	// about is charged at once, before the store decides it. Negative: no
-	// wait.
+	// about is charged at once, before the store decides it (after its
+	// first decision, for a store without an exactly-once debit). Negative:
+	// no wait.
 	ReconcileSpread time.Duration
 	// Fallback decides the limits whose policy is [redlimit.FailLocal]
 	// while the store fails, in process: it is called without the caller's
@@ -204,7 +205,9 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) },
+		IsExcluded: func(err error) bool {
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+		},
 	})
 	return l, nil
 }
