@@ -14,12 +14,16 @@ import (
 	"github.com/redlimit/redlimit/redisstore"
 )
 
-// lifecycleLimits writes every kind of key, with short periods.
+// lifecycleLimits writes every kind of key, with short periods: long
+// enough that a loaded machine (the race detector, load average 20) does
+// not see the first keys expire before it has written the last (with 1 s
+// periods, one run in three found no key left), short enough that the
+// test sees every key expire.
 var lifecycleLimits = []redlimit.Limit{
-	redlimit.Per(5, time.Second).FixedWindow(),
-	redlimit.Per(5, time.Second).SlidingLog(),
-	redlimit.Per(5, time.Second).SlidingWindow(),
-	redlimit.Per(5, time.Second).TokenBucket(5),
+	redlimit.Per(5, 3*time.Second).FixedWindow(),
+	redlimit.Per(5, 3*time.Second).SlidingLog(),
+	redlimit.Per(5, 3*time.Second).SlidingWindow(),
+	redlimit.Per(5, 3*time.Second).TokenBucket(5),
 }
 
 // maxTTL is the longest a key of l may live after a write: its window (two
@@ -53,7 +57,7 @@ func TestKeysCarryTTLsAndExpire(t *testing.T) {
 			}
 			keys := d.keysWithPrefix(t, p)
 			// 3 identifiers x 4 limits; a fixed window's counter expires
-			// when its 1 s window ends, which a loaded machine may reach
+			// when its window ends, which a loaded machine may reach
 			// between the writes and KEYS.
 			fixed := 0
 			for _, k := range keys {
@@ -83,7 +87,7 @@ func TestKeysCarryTTLsAndExpire(t *testing.T) {
 				}
 			}
 			// Idle keys vanish on their own: the longest lives 2 periods.
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(30 * time.Second)
 			for len(d.keysWithPrefix(t, p)) > 0 && time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 			}
