@@ -1,11 +1,15 @@
 package rls
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/redlimit/redlimit"
 )
@@ -105,5 +109,166 @@ func TestFNV64a(t *testing.T) {
 		if got, want := fnv64a(s), h.Sum64(); got != want {
 			t.Errorf("fnv64a(%.20q) = %x, want %x", s, got, want)
 		}
+	}
+}
+
+// seriesObserver keeps the rule labels that have a series, as the
+// Prometheus metrics do: Descriptor makes one, DropLabel deletes it. It
+// records the most it held at once, and the label each value (of a
+// descriptor's first entry) was last counted under.
+type seriesObserver struct {
+	nopObserver
+	mu   sync.Mutex
+	live map[string]bool   // "domain rule"
+	peak int               // most labels live at once
+	last map[string]string // value → rule label
+}
+
+func newSeriesObserver() *seriesObserver {
+	return &seriesObserver{live: map[string]bool{}, last: map[string]string{}}
+}
+
+func (o *seriesObserver) Descriptor(domain, rule string, _ Outcome, _ redlimit.Source, entries []*rlpb.RateLimitDescriptor_Entry) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.live[domain+" "+rule] = true
+	o.peak = max(o.peak, len(o.live))
+	o.last[entries[0].GetValue()] = rule
+}
+
+func (o *seriesObserver) DropLabel(domain, rule string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.live, domain+" "+rule)
+}
+
+// labelOf returns the label value was last counted under.
+func (o *seriesObserver) labelOf(value string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.last[value]
+}
+
+func (o *seriesObserver) peakLive() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.peak
+}
+
+// detailedFixture returns a fixture of one detailed_metric rule, d.user,
+// reporting to a seriesObserver.
+func detailedFixture(t *testing.T, opts Options) (*fixture, *seriesObserver) {
+	r := rule("d.user", "", redlimit.PerMinute(1_000_000_000), "minute")
+	r.DetailedMetric = true
+	obs := newSeriesObserver()
+	opts.Observer = obs
+	return newFixture(t, opts, domain("d", node("user", "", r))), obs
+}
+
+// A flood of unique values that took every slot of a rule first does not
+// keep them from the values that are frequent: values sent a tenth as
+// often as the flood, which goes on all along, end with labels of their
+// own, and the series never exceed the rule's cap and its overflow series.
+func TestDetailedHeavyValuesWinSlots(t *testing.T) {
+	t.Parallel()
+	f, obs := detailedFixture(t, Options{})
+	per := DefaultMaxDetailedSeriesPerRule
+	for i := range 2 * per {
+		f.do(request("d", desc("user", fmt.Sprint("flood", i))))
+	}
+	heavy := []string{"h0", "h1", "h2", "h3", "h4"}
+	for i := range 5000 {
+		f.do(request("d", desc("user", fmt.Sprint("flood", 2*per+i))))
+		if i%10 == 0 {
+			f.do(request("d", desc("user", heavy[i/10%len(heavy)])))
+		}
+	}
+	for _, h := range heavy {
+		if got := obs.labelOf(h); got != "d.user_"+h {
+			t.Errorf("heavy value %s last counted under %q", h, got)
+		}
+	}
+	if got := obs.peakLive(); got > per+1 {
+		t.Errorf("%d series at once, above %d labels and the overflow", got, per)
+	}
+}
+
+// A heavy value that begins after a flood took every slot, while the flood
+// goes on at ten times its rate, gets a label within a few of its requests.
+func TestDetailedLateHeavyValue(t *testing.T) {
+	t.Parallel()
+	f, obs := detailedFixture(t, Options{})
+	per := DefaultMaxDetailedSeriesPerRule
+	next := 0
+	flood := func(n int) {
+		for range n {
+			f.do(request("d", desc("user", fmt.Sprint("flood", next))))
+			next++
+		}
+	}
+	flood(3 * per)
+	const within = 3
+	got := -1
+	for i := range 100 {
+		flood(10)
+		f.do(request("d", desc("user", "late")))
+		if obs.labelOf("late") == "d.user_late" {
+			got = i + 1
+			break
+		}
+	}
+	if got < 0 || got > within {
+		t.Fatalf("the late heavy value got its label after %d requests (-1: never), want at most %d", got, within)
+	}
+	for range 200 { // and keeps it
+		flood(10)
+		f.do(request("d", desc("user", "late")))
+	}
+	if l := obs.labelOf("late"); l != "d.user_late" {
+		t.Errorf("the late heavy value lost its label: %q", l)
+	}
+	if got := obs.peakLive(); got > per+1 {
+		t.Errorf("%d series at once, above %d labels and the overflow", got, per)
+	}
+}
+
+// Under concurrent floods on two rules with small caps, the series never
+// exceed the caps at any moment (the observer sees every label made and
+// dropped), and the heavy values end with labels.
+func TestDetailedConcurrentFlood(t *testing.T) {
+	t.Parallel()
+	a := rule("d.a", "", redlimit.PerMinute(1_000_000_000), "minute")
+	b := rule("d.b", "", redlimit.PerMinute(1_000_000_000), "minute")
+	a.DetailedMetric, b.DetailedMetric = true, true
+	obs := newSeriesObserver()
+	const perRule, total = 8, 12
+	f := newFixture(t, Options{Observer: obs, MaxDetailedSeries: total, MaxDetailedSeriesPerRule: perRule},
+		domain("d", node("a", "", a), node("b", "", b)))
+	heavy := []string{"h0", "h1", "h2"}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3000 {
+				key := []string{"a", "b"}[i%2]
+				v := fmt.Sprintf("flood%d-%d", g, i)
+				if i%3 == 0 && key == "a" {
+					v = heavy[i/3%len(heavy)]
+				}
+				if _, err := f.svc.ShouldRateLimit(context.Background(), request("d", desc(key, v))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, h := range heavy {
+		f.do(request("d", desc("a", h)))
+		if got := obs.labelOf(h); got != "d.a_"+h {
+			t.Errorf("heavy value %s last counted under %q", h, got)
+		}
+	}
+	if got := obs.peakLive(); got > total+2 {
+		t.Errorf("%d series at once, above %d labels and two overflow series", got, total)
 	}
 }
