@@ -46,8 +46,9 @@ const (
 	// not trade slots at every request.
 	detailedMargin = 1.5
 	// detailedCandidates is how many labels without a slot a rule counts,
-	// per slot it may hold.
-	detailedCandidates = 2
+	// per slot it may hold, and detailedMinCandidates the least.
+	detailedCandidates    = 2
+	detailedMinCandidates = 64
 	// detailedDecay is how many descriptors without a slot, per slot the
 	// rule may hold, a rule counts between two halvings of every count.
 	detailedDecay = 8
@@ -61,8 +62,8 @@ const (
 // The slots go to the labels that are frequent, with counts that decay, not
 // to the first ones seen: a rule keeps a decayed count of the hits of each
 // label it holds and, in a Space-Saving table of detailedCandidates×perRule
-// entries (keyed by a 64-bit hash of the label, so at most 40 bytes each),
-// of the labels that miss. While the rule has room, a missing label takes
+// entries (at least detailedMinCandidates; keyed by a 64-bit hash of the
+// label, so about 50 bytes each), of the labels that miss. While the rule has room, a missing label takes
 // a slot at once. When it is full, a missing label takes the slot of the
 // weakest held label once its own count (what the table guarantees it
 // counted, the share inherited from the entry it replaced taken out) is at
@@ -71,7 +72,8 @@ const (
 // table with its count. Every detailedDecay×perRule misses of a rule, its
 // counts are halved. So a flood of unique values takes no held slot, a
 // label sent as often as a fraction 1/(detailedCandidates×perRule) of a
-// rule's misses stays counted and wins a slot from labels that are rarer
+// rule's misses (or 1/detailedMinCandidates) stays counted and wins a slot
+// from labels that are rarer
 // (within detailedRepeats of its requests against a flood of values seen
 // once each), and a label that stops loses its slot to one that goes on.
 //
@@ -142,7 +144,7 @@ func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string
 	if !ok {
 		v, _ = d.rules.LoadOrStore(rule.Path, &detailedRule{
 			set: d, domain: rule.Domain, path: rule.Path,
-			cands: candidates{max: detailedCandidates * min(perRule, total)},
+			cands: candidates{max: max(detailedCandidates*min(perRule, total), detailedMinCandidates)},
 		})
 	}
 	r := v.(*detailedRule)

@@ -12,6 +12,7 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/service/internal/config"
 )
 
 // detailedLabels returns the distinct rule labels the observer saw, with
@@ -118,6 +119,7 @@ func TestFNV64a(t *testing.T) {
 // descriptor's first entry) was last counted under.
 type seriesObserver struct {
 	nopObserver
+	hold func(rule string) // if set, called first by Descriptor
 	mu   sync.Mutex
 	live map[string]bool   // "domain rule"
 	peak int               // most labels live at once
@@ -129,6 +131,9 @@ func newSeriesObserver() *seriesObserver {
 }
 
 func (o *seriesObserver) Descriptor(domain, rule string, _ Outcome, _ redlimit.Source, entries []*rlpb.RateLimitDescriptor_Entry) {
+	if o.hold != nil {
+		o.hold(rule)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.live[domain+" "+rule] = true
@@ -147,6 +152,12 @@ func (o *seriesObserver) labelOf(value string) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.last[value]
+}
+
+func (o *seriesObserver) isLive(domain, rule string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.live[domain+" "+rule]
 }
 
 func (o *seriesObserver) peakLive() int {
@@ -270,5 +281,114 @@ func TestDetailedConcurrentFlood(t *testing.T) {
 	}
 	if got := obs.peakLive(); got > total+2 {
 		t.Errorf("%d series at once, above %d labels and two overflow series", got, total)
+	}
+}
+
+// A label that stops being sent loses its slot to labels that go on, as
+// its count decays.
+func TestDetailedStoppedValueLosesSlot(t *testing.T) {
+	t.Parallel()
+	const per = 4
+	f, obs := detailedFixture(t, Options{MaxDetailedSeriesPerRule: per})
+	send := func(v string) { f.do(request("d", desc("user", v))) }
+	for range 50 {
+		for i := range per {
+			send(fmt.Sprint("old", i))
+		}
+	}
+	next := 0
+	for range 300 {
+		for range 10 {
+			send(fmt.Sprint("flood", next))
+			next++
+		}
+		for i := range per {
+			send(fmt.Sprint("new", i))
+		}
+	}
+	for i := range per {
+		if v := fmt.Sprint("new", i); obs.labelOf(v) != "d.user_"+v {
+			t.Errorf("%s last counted under %q", v, obs.labelOf(v))
+		}
+		if obs.isLive("d", fmt.Sprint("d.user_old", i)) {
+			t.Errorf("old%d's series was not dropped", i)
+		}
+	}
+}
+
+// A slot lost while a descriptor is being reported through it still
+// counts against the caps until that report ends; then its label is
+// dropped, once, and the label that won takes the slot.
+func TestDetailedSlotLostDuringReport(t *testing.T) {
+	t.Parallel()
+	f, obs := detailedFixture(t, Options{MaxDetailedSeriesPerRule: 1})
+	send := func(v string) { f.do(request("d", desc("user", v))) }
+	send("a")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	obs.hold = func(rule string) {
+		if rule == "d.user_a" {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := f.svc.ShouldRateLimit(context.Background(), request("d", desc("user", "a"))); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-entered
+	for range 10 { // b outweighs a, which loses its slot, still reported through
+		send("b")
+	}
+	if l := obs.labelOf("b"); l != "d.user" {
+		t.Errorf("b took a slot still reported through: counted under %q", l)
+	}
+	if !obs.isLive("d", "d.user_a") {
+		t.Errorf("a's label was dropped during a report through its slot")
+	}
+	close(release)
+	<-done
+	if obs.isLive("d", "d.user_a") {
+		t.Errorf("a's label was not dropped after the report through its slot ended")
+	}
+	send("b")
+	if l := obs.labelOf("b"); l != "d.user_b" {
+		t.Errorf("b counted under %q once the slot was free", l)
+	}
+	if got := obs.peakLive(); got > 2 {
+		t.Errorf("%d series at once, above one label and the overflow", got)
+	}
+}
+
+// nameSink keeps TestDetailedHeldLabelAllocs's names on the heap.
+var nameSink string
+
+// A label that holds its slot costs nothing more than its name: no
+// allocation to find and count it, none to report it. Not parallel:
+// allocations are counted process-wide.
+func TestDetailedHeldLabelAllocs(t *testing.T) {
+	r := rule("d.user", "", redlimit.PerMinute(10), "minute")
+	r.DetailedMetric = true
+	f := newFixture(t, Options{}, domain("d", node("user", "", r)))
+	path := []*config.Descriptor{node("user", "", r)}
+	entries := []config.Entry{{Key: "user", Value: "alice"}}
+	l, sl := f.svc.label(r, entries, path)
+	if sl == nil {
+		t.Fatalf("no slot for %q", l)
+	}
+	name := testing.AllocsPerRun(100, func() { nameSink = r.MetricName(entries, path) })
+	held := testing.AllocsPerRun(100, func() { nameSink, sl = f.svc.label(r, entries, path) })
+	if held != name {
+		t.Errorf("a held label: %v allocations, its name alone %v", held, name)
+	}
+	if got := testing.AllocsPerRun(100, func() {
+		sl.observe(nopObserver{}, "d", Allowed, redlimit.FromStore, nil)
+	}); got != 0 {
+		t.Errorf("reporting through a slot: %v allocations", got)
 	}
 }
