@@ -54,31 +54,17 @@ const (
 	detailedDecay = 8
 )
 
-// detailedLabels hands out the rule labels of detailed_metric rules. Each
-// rule holds at most perRule labels (Options.MaxDetailedSeriesPerRule),
-// the service at most total (MaxDetailedSeries); a descriptor whose label
-// holds no slot is counted under the rule's path (the overflow series).
+// detailedLabels hands out the rule labels of detailed_metric rules, by the
+// rule "Metrics" in the package documentation states: each rule keeps a
+// decayed count of the hits of each label it holds and, in a Space-Saving
+// table (candidates) of detailedCandidates×perRule entries, at least
+// detailedMinCandidates, of the labels that miss. The table is keyed by a
+// 64-bit hash of the label (about 50 bytes an entry, whatever the label);
+// what it guarantees a label counted (count - error) is what competes, so
+// a value seen once never takes a held slot.
 //
-// The slots go to the labels that are frequent, with counts that decay, not
-// to the first ones seen: a rule keeps a decayed count of the hits of each
-// label it holds and, in a Space-Saving table of detailedCandidates×perRule
-// entries (at least detailedMinCandidates; keyed by a 64-bit hash of the
-// label, so about 50 bytes each), of the labels that miss. While the rule has room, a missing label takes
-// a slot at once. When it is full, a missing label takes the slot of the
-// weakest held label once its own count (what the table guarantees it
-// counted, the share inherited from the entry it replaced taken out) is at
-// least detailedRepeats and above detailedMargin times the weakest's; the
-// label losing its slot is dropped (LabelDropper) and goes back to the
-// table with its count. Every detailedDecay×perRule misses of a rule, its
-// counts are halved. So a flood of unique values takes no held slot, a
-// label sent as often as a fraction 1/(detailedCandidates×perRule) of a
-// rule's misses (or 1/detailedMinCandidates) stays counted and wins a slot
-// from labels that are rarer
-// (within detailedRepeats of its requests against a flood of values seen
-// once each), and a label that stops loses its slot to one that goes on.
-//
-// A label holding a slot is found and counted without a lock (a map load
-// and three atomic additions, with the observation); a missing label takes
+// A label holding a slot is found and counted without a lock (a map load,
+// then three atomic additions with the observation); a missing label takes
 // its rule's lock. Series are bounded at every moment: a slot lost while a
 // request is reporting through it counts against the caps until that
 // report ends and the label is dropped.
@@ -161,11 +147,15 @@ func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string
 	h := fnv64a(l)
 	got := r.cands.add(h)
 	if !d.take(r, perRule, total) {
-		weak := r.weakest()
-		if got < detailedRepeats || weak < 0 || got <= detailedMargin*r.slots[weak].current() {
+		if got < detailedRepeats {
 			return rule.Path, nil
 		}
-		r.lose(weak, opts.Observer)
+		weak := r.weakest()
+		if weak < 0 || got <= detailedMargin*r.slots[weak].current() {
+			return rule.Path, nil
+		}
+		lost := r.lose(weak, opts.Observer)
+		defer r.cands.put(fnv64a(lost.label), lost.current()) // once l has left the table
 		if !d.take(r, perRule, total) {
 			// The lost slot is still being reported through; the label
 			// stays counted and wins a slot at a later miss.
@@ -204,19 +194,19 @@ func (r *detailedRule) weakest() int {
 	return weak
 }
 
-// lose takes r.slots[i] from its label, which goes back to the candidates
-// with its count; the slot is dropped at once unless an observation is
-// reporting through it, then when the last one ends. r.mu is held.
-func (r *detailedRule) lose(i int, o Observer) {
+// lose takes r.slots[i] from its label and returns it; the slot is
+// dropped at once unless an observation is reporting through it, then when
+// the last one ends. r.mu is held.
+func (r *detailedRule) lose(i int, o Observer) *detailedSlot {
 	sl := r.slots[i]
 	last := len(r.slots) - 1
 	r.slots[i], r.slots[last] = r.slots[last], nil
 	r.slots = r.slots[:last]
 	r.set.held.Delete(sl.label)
-	r.cands.put(fnv64a(sl.label), sl.current())
 	if sl.state.Add(1) == 1 {
 		sl.drop(o)
 	}
+	return sl
 }
 
 // decay halves every count of r. r.mu is held.
@@ -246,7 +236,8 @@ func (sl *detailedSlot) observe(o Observer, domain string, out Outcome, src redl
 
 // drop tells o that the lost slot's label is gone, then gives the slot
 // back to the caps: the label's series is deleted before another label
-// may take its place.
+// may take its place. (Should the label have won another slot while this
+// one was still reported through, its series starts again from zero.)
 func (sl *detailedSlot) drop(o Observer) {
 	if !sl.dropped.CompareAndSwap(false, true) {
 		return

@@ -10,41 +10,37 @@ package rls
 // concurrent use.
 type candidates struct {
 	max  int
-	heap []candidate    // a min-heap by (count, seq)
-	at   map[uint64]int // hash → index in heap
-	seq  uint64         // the next entry's age
+	heap []*candidate          // a min-heap by (count, seq)
+	at   map[uint64]*candidate // by hash
+	seq  uint64                // the last entry's age
 }
 
+// candidate is one entry. Entries are pointers, each knowing its place in
+// the heap, so that moving one in the heap writes no map entry; the least
+// one's is reused for the hash that takes its place.
 type candidate struct {
 	h          uint64
 	count, err float64
 	seq        uint64 // order of arrival: the oldest of equal counts goes first
+	i          int    // index in heap
 }
 
 // add counts h once and returns what it is guaranteed to have counted
 // (count - error).
 func (c *candidates) add(h uint64) float64 {
-	if i, ok := c.at[h]; ok {
-		c.heap[i].count++
-		c.down(c.up(i))
-		e := c.heap[c.at[h]]
+	if e, ok := c.at[h]; ok {
+		e.count++
+		c.down(e.i)
 		return e.count - e.err
 	}
 	if c.max <= 0 {
 		return 1
 	}
-	if c.at == nil {
-		c.at = make(map[uint64]int)
-	}
 	if len(c.heap) < c.max {
-		c.push(candidate{h: h, count: 1})
+		c.push(&candidate{h: h, count: 1})
 		return 1
 	}
-	least := c.heap[0]
-	delete(c.at, least.h)
-	c.heap[0] = candidate{h: h, count: least.count + 1, err: least.count, seq: c.next()}
-	c.at[h] = 0
-	c.down(0)
+	c.replaceLeast(h, c.heap[0].count+1, c.heap[0].count)
 	return 1
 }
 
@@ -54,39 +50,42 @@ func (c *candidates) put(h uint64, count float64) {
 	if c.max <= 0 {
 		return
 	}
-	if c.at == nil {
-		c.at = make(map[uint64]int)
-	}
-	if i, ok := c.at[h]; ok {
-		c.heap[i].count, c.heap[i].err = count, 0
-		c.down(c.up(i))
+	if e, ok := c.at[h]; ok {
+		e.count, e.err = count, 0
+		c.down(c.up(e.i))
 		return
 	}
 	if len(c.heap) < c.max {
-		c.push(candidate{h: h, count: count})
+		c.push(&candidate{h: h, count: count})
 		return
 	}
-	if count <= c.heap[0].count {
-		return
+	if count > c.heap[0].count {
+		c.replaceLeast(h, count, 0)
 	}
-	delete(c.at, c.heap[0].h)
-	c.heap[0] = candidate{h: h, count: count, seq: c.next()}
-	c.at[h] = 0
+}
+
+// replaceLeast gives the least entry to h.
+func (c *candidates) replaceLeast(h uint64, count, err float64) {
+	e := c.heap[0]
+	delete(c.at, e.h)
+	e.h, e.count, e.err, e.seq = h, count, err, c.next()
+	c.at[h] = e
 	c.down(0)
 }
 
 // remove forgets h.
 func (c *candidates) remove(h uint64) {
-	i, ok := c.at[h]
+	e, ok := c.at[h]
 	if !ok {
 		return
 	}
 	delete(c.at, h)
-	last := len(c.heap) - 1
+	i, last := e.i, len(c.heap)-1
 	if i != last {
 		c.heap[i] = c.heap[last]
-		c.at[c.heap[i].h] = i
+		c.heap[i].i = i
 	}
+	c.heap[last] = nil
 	c.heap = c.heap[:last]
 	if i != last {
 		c.down(c.up(i))
@@ -95,9 +94,9 @@ func (c *candidates) remove(h uint64) {
 
 // halve halves every count and error, which keeps the heap's order.
 func (c *candidates) halve() {
-	for i := range c.heap {
-		c.heap[i].count /= 2
-		c.heap[i].err /= 2
+	for _, e := range c.heap {
+		e.count /= 2
+		e.err /= 2
 	}
 }
 
@@ -106,22 +105,24 @@ func (c *candidates) next() uint64 {
 	return c.seq
 }
 
-func (c *candidates) push(e candidate) {
-	e.seq = c.next()
+func (c *candidates) push(e *candidate) {
+	if c.at == nil {
+		c.at = make(map[uint64]*candidate)
+	}
+	e.seq, e.i = c.next(), len(c.heap)
 	c.heap = append(c.heap, e)
-	c.at[e.h] = len(c.heap) - 1
-	c.up(len(c.heap) - 1)
+	c.at[e.h] = e
+	c.up(e.i)
 }
 
 func (c *candidates) less(i, j int) bool {
-	a, b := &c.heap[i], &c.heap[j]
+	a, b := c.heap[i], c.heap[j]
 	return a.count < b.count || a.count == b.count && a.seq < b.seq
 }
 
 func (c *candidates) swap(i, j int) {
 	c.heap[i], c.heap[j] = c.heap[j], c.heap[i]
-	c.at[c.heap[i].h] = i
-	c.at[c.heap[j].h] = j
+	c.heap[i].i, c.heap[j].i = i, j
 }
 
 // up moves entry i up to its place and returns where it ends.

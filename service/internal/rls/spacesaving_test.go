@@ -22,7 +22,7 @@ func TestCandidates(t *testing.T) {
 		}
 		exact[h]++
 		got := c.add(h)
-		e := c.heap[c.at[h]]
+		e := c.at[h]
 		if got != e.count-e.err {
 			t.Fatalf("add returned %v, entry %+v", got, e)
 		}
@@ -33,14 +33,14 @@ func TestCandidates(t *testing.T) {
 	checkHeap(t, &c)
 	least := c.heap[0].count
 	for h, n := range exact {
-		i, ok := c.at[h]
+		e, ok := c.at[h]
 		if !ok {
 			if n > least {
 				t.Errorf("hash %d counted %v times, above the least %v, is not in the table", h, n, least)
 			}
 			continue
 		}
-		if e := c.heap[i]; e.count-e.err > n || e.count < n {
+		if e.count-e.err > n || e.count < n {
 			t.Errorf("hash %d counted %v times: entry %+v", h, n, e)
 		}
 	}
@@ -68,8 +68,8 @@ func checkHeap(t *testing.T, c *candidates) {
 		t.Fatalf("%d indexed, %d in the heap", len(c.at), len(c.heap))
 	}
 	for i, e := range c.heap {
-		if c.at[e.h] != i {
-			t.Fatalf("entry %d indexed at %d", i, c.at[e.h])
+		if c.at[e.h] != e || e.i != i {
+			t.Fatalf("entry %d (%+v) indexed as %+v", i, e, c.at[e.h])
 		}
 		if i > 0 && c.less(i, (i-1)/2) {
 			t.Fatalf("entry %d is less than its parent", i)
