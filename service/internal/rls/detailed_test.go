@@ -123,6 +123,7 @@ type seriesObserver struct {
 	mu   sync.Mutex
 	live map[string]bool   // "domain rule"
 	peak int               // most labels live at once
+	drops int              // DropLabel calls
 	last map[string]string // value → rule label
 }
 
@@ -145,6 +146,7 @@ func (o *seriesObserver) DropLabel(domain, rule string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.live, domain+" "+rule)
+	o.drops++
 }
 
 // labelOf returns the label value was last counted under.
@@ -176,31 +178,45 @@ func detailedFixture(t *testing.T, opts Options) (*fixture, *seriesObserver) {
 	return newFixture(t, opts, domain("d", node("user", "", r))), obs
 }
 
-// A flood of unique values that took every slot of a rule first does not
-// keep them from the values that are frequent: values sent a tenth as
-// often as the flood, which goes on all along, end with labels of their
-// own, and the series never exceed the rule's cap and its overflow series.
+// A flood of values that took every slot of a rule first does not keep
+// them from the values that are frequent: values sent a tenth as often as
+// the flood, which goes on all along, end with labels of their own, and the
+// series never exceed the rule's cap and its overflow series. The flood's
+// values are sent once each, or a few times in a row.
 func TestDetailedHeavyValuesWinSlots(t *testing.T) {
 	t.Parallel()
-	f, obs := detailedFixture(t, Options{})
-	per := DefaultMaxDetailedSeriesPerRule
-	for i := range 2 * per {
-		f.do(request("d", desc("user", fmt.Sprint("flood", i))))
-	}
-	heavy := []string{"h0", "h1", "h2", "h3", "h4"}
-	for i := range 5000 {
-		f.do(request("d", desc("user", fmt.Sprint("flood", 2*per+i))))
-		if i%10 == 0 {
-			f.do(request("d", desc("user", heavy[i/10%len(heavy)])))
-		}
-	}
-	for _, h := range heavy {
-		if got := obs.labelOf(h); got != "d.user_"+h {
-			t.Errorf("heavy value %s last counted under %q", h, got)
-		}
-	}
-	if got := obs.peakLive(); got > per+1 {
-		t.Errorf("%d series at once, above %d labels and the overflow", got, per)
+	for _, repeats := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("repeats=%d", repeats), func(t *testing.T) {
+			t.Parallel()
+			f, obs := detailedFixture(t, Options{})
+			per := DefaultMaxDetailedSeriesPerRule
+			flood := func(i int) {
+				for range repeats {
+					f.do(request("d", desc("user", fmt.Sprint("flood", i))))
+				}
+			}
+			for i := range 2 * per {
+				flood(i)
+			}
+			heavy := []string{"h0", "h1", "h2", "h3", "h4"}
+			for i := range 5000 / repeats {
+				flood(2*per + i)
+				if i%10 == 0 {
+					for range repeats {
+						f.do(request("d", desc("user", heavy[i/10%len(heavy)])))
+					}
+				}
+			}
+			for _, h := range heavy {
+				if got := obs.labelOf(h); got != "d.user_"+h {
+					t.Errorf("heavy value %s last counted under %q", h, got)
+				}
+			}
+			if got := obs.peakLive(); got > per+1 {
+				t.Errorf("%d series at once, above %d labels and the overflow", got, per)
+			}
+			t.Logf("%d labels dropped", obs.drops)
+		})
 	}
 }
 
