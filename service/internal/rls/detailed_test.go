@@ -119,12 +119,12 @@ func TestFNV64a(t *testing.T) {
 // descriptor's first entry) was last counted under.
 type seriesObserver struct {
 	nopObserver
-	hold func(rule string) // if set, called first by Descriptor
-	mu   sync.Mutex
-	live map[string]bool   // "domain rule"
-	peak int               // most labels live at once
-	drops int              // DropLabel calls
-	last map[string]string // value → rule label
+	hold  func(rule string) // if set, called first by Descriptor
+	mu    sync.Mutex
+	live  map[string]bool   // "domain rule"
+	peak  int               // most labels live at once
+	drops int               // DropLabel calls
+	last  map[string]string // value → rule label
 }
 
 func newSeriesObserver() *seriesObserver {
