@@ -247,6 +247,7 @@ func TestDetailedLateHeavyValue(t *testing.T) {
 	if got < 0 || got > within {
 		t.Fatalf("the late heavy value got its label after %d requests (-1: never), want at most %d", got, within)
 	}
+	t.Logf("the late heavy value got its label at its request %d", got)
 	for range 200 { // and keeps it
 		flood(10)
 		f.do(request("d", desc("user", "late")))
