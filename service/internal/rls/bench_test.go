@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/ratelimitfield"
 	"github.com/redlimit/redlimit/service/internal/config"
@@ -110,4 +112,121 @@ func TestDecideAllocs(t *testing.T) {
 			t.Errorf("a plan of %d descriptors: %v allocations, want %v", n, got, want)
 		}
 	}
+}
+
+// BenchmarkDecideDetailed measures Decide on a detailed_metric rule on the
+// memory store, in parallel: held, 50 values that each hold a label;
+// flood, a new value at every request, which the rule's slots, once full,
+// turn away (the overflow series).
+//
+//	go test -run '^$' -bench BenchmarkDecideDetailed -benchmem ./service/internal/rls
+func BenchmarkDecideDetailed(b *testing.B) {
+	dom, err := config.Parse("bench.yaml", []byte(`domain: bench
+descriptors:
+  - key: user
+    detailed_metric: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000000000
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"held", "flood"} {
+		b.Run(name, func(b *testing.B) {
+			store, err := memory.New(memory.WithMaxKeys(100_000))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			svc, err := New(Options{Limiter: store, Headers: ratelimitfield.None})
+			if err != nil {
+				b.Fatal(err)
+			}
+			svc.SetConfig(mustConfig(b, dom))
+			const nheld = 50
+			reqs := make([]*pb.RateLimitRequest, nheld)
+			for i := range reqs {
+				reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{{
+					Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: strconv.Itoa(i)}}}}}
+				if _, err := svc.ShouldRateLimit(context.Background(), reqs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var next atomic.Int64
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(p *testing.PB) {
+				i := 0
+				for p.Next() {
+					req := reqs[i%nheld]
+					i++
+					if name == "flood" {
+						req = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{{
+							Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: "user", Value: "f" + strconv.FormatInt(next.Add(1), 10)}}}}}
+					}
+					if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkDetailedLabel measures finding a detailed_metric label and
+// reporting a descriptor under it, without the store: held, 50 values
+// that each hold a label; flood, a new value at every call.
+//
+//	go test -run '^$' -bench BenchmarkDetailedLabel -benchmem ./service/internal/rls
+func BenchmarkDetailedLabel(b *testing.B) {
+	r := &config.Rule{Path: "bench.user", Domain: "bench", DetailedMetric: true}
+	path := []*config.Descriptor{{Key: "user", Rule: r}}
+	for _, name := range []string{"held", "flood"} {
+		b.Run(name, func(b *testing.B) {
+			store, err := memory.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer store.Close()
+			svc, err := New(Options{Limiter: store})
+			if err != nil {
+				b.Fatal(err)
+			}
+			const nheld = 50
+			values := make([]string, nheld)
+			for i := range values {
+				values[i] = strconv.Itoa(i)
+				labelAndReport(svc, r, []config.Entry{{Key: "user", Value: values[i]}}, path)
+			}
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(p *testing.PB) {
+				entries := make([]config.Entry, 1)
+				i := 0
+				for p.Next() {
+					entries[0] = config.Entry{Key: "user", Value: values[i%nheld]}
+					i++
+					if name == "flood" {
+						entries[0].Value = "f" + strconv.FormatInt(next.Add(1), 10)
+					}
+					labelAndReport(svc, r, entries, path)
+				}
+			})
+		})
+	}
+}
+
+// labelAndReport finds the label of a descriptor of r and reports it, as
+// Decide does.
+func labelAndReport(s *Service, r *config.Rule, entries []config.Entry, path []*config.Descriptor) {
+	l, sl := s.label(r, entries, path)
+	if sl != nil {
+		sl.observe(s.opts.Observer, r.Domain, Allowed, redlimit.FromStore, nil)
+		return
+	}
+	s.opts.Observer.Descriptor(r.Domain, l, Allowed, redlimit.FromStore, nil)
 }

@@ -28,9 +28,10 @@ type item struct {
 	current *pb.RateLimitResponse_RateLimit
 	// metadata is the rule's, returned when the descriptor passes.
 	metadata *structpb.Struct
-	label    string // rule label for the metrics
-	key      string // the descriptor's key in the store
-	req      int    // index in plan.reqs; -1 when cost is 0 or denyAll
+	label    string        // rule label for the metrics
+	slot     *detailedSlot // the label's detailed_metric slot, to report it through; or nil
+	key      string        // the descriptor's key in the store
+	req      int           // index in plan.reqs; -1 when cost is 0 or denyAll
 	res      redlimit.Result
 	// denyAll: the rule's requests_per_unit is 0, so the item is denied
 	// without asking the limiter.
@@ -210,7 +211,7 @@ func (s *Service) newPlan(cfg *config.Config, req *pb.RateLimitRequest, resp *pb
 				it.current.UnitMultiplier = wrapperspb.UInt32(rule.UnitMultiplier)
 			}
 			entries = entryList(entries, d)
-			it.label = s.label(rule, entries, path)
+			it.label, it.slot = s.label(rule, entries, path)
 			it.key = descriptorKey(req.Domain, d.Entries, path)
 		}
 		it.shadow = it.shadow || s.opts.Shadow

@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
@@ -20,57 +23,230 @@ const MaxDetailedLabelBytes = 256
 // detailedMark separates a cut label from the hash that ends it.
 const detailedMark = "…"
 
-// detailedLabels hands out the rule labels of detailed_metric rules: each
-// label once made counts its descriptors from then on; new ones are made
-// while the rule has fewer than perRule and the service fewer than total.
-// Past either, the rule's path is the label (the overflow series). It is
-// safe for concurrent use; a label made once is found without a lock.
+// LabelDropper is implemented by an [Observer] that keeps something for
+// each rule label it is given, as the Prometheus metrics keep a series.
+// DropLabel tells it that a detailed_metric label lost its slot (see
+// "Metrics" in the package documentation), so that what it keeps of the
+// label can go: from then on the label's descriptors are reported under
+// the rule's path, until it wins a slot back. DropLabel is called once per
+// slot lost, after the last Descriptor call that reported the label
+// through that slot has returned.
+type LabelDropper interface {
+	DropLabel(domain, rule string)
+}
+
+// Tuning of the detailed_metric slots: see detailedLabels.
+const (
+	// detailedRepeats is the least count a label not holding a slot needs
+	// to take one from another label: a value seen once (a flood of unique
+	// values) never takes a slot that is held.
+	detailedRepeats = 2
+	// detailedMargin is how much more than the weakest held label a label
+	// must count to take its slot, so that labels of about equal weight do
+	// not trade slots at every request.
+	detailedMargin = 1.5
+	// detailedCandidates is how many labels without a slot a rule counts,
+	// per slot it may hold, and detailedMinCandidates the least.
+	detailedCandidates    = 2
+	detailedMinCandidates = 64
+	// detailedDecay is how many descriptors without a slot, per slot the
+	// rule may hold, a rule counts between two halvings of every count.
+	detailedDecay = 8
+)
+
+// detailedLabels hands out the rule labels of detailed_metric rules, by the
+// rule "Metrics" in the package documentation states: each rule keeps a
+// decayed count of the hits of each label it holds and, in a Space-Saving
+// table (candidates) of detailedCandidates×perRule entries, at least
+// detailedMinCandidates, of the labels that miss. The table is keyed by a
+// 64-bit hash of the label (about 50 bytes an entry, whatever the label);
+// what it guarantees a label counted (count - error) is what competes, so
+// a value seen once never takes a held slot.
+//
+// A label holding a slot is found and counted without a lock (a map load,
+// then three atomic additions with the observation); a missing label takes
+// its rule's lock. Series are bounded at every moment: a slot lost while a
+// request is reporting through it counts against the caps until that
+// report ends and the label is dropped.
 type detailedLabels struct {
-	made    sync.Map // label → struct{}
-	perRule sync.Map // rule path → *atomic.Int64, the labels of the rule
-	n       atomic.Int64
+	held  sync.Map     // label → *detailedSlot, the labels holding a slot
+	rules sync.Map     // rule path → *detailedRule
+	n     atomic.Int64 // slots of every rule, until dropped
+}
+
+// detailedRule is the slots and counts of one detailed_metric rule.
+type detailedRule struct {
+	set          *detailedLabels
+	domain, path string
+	live         atomic.Int64 // slots until dropped: taken under mu, given back by drop
+
+	mu     sync.Mutex
+	slots  []*detailedSlot // the labels holding a slot
+	cands  candidates      // the labels that missed
+	misses int             // since the last decay
+}
+
+// detailedSlot is one label's slot. Its label is reported through it
+// (observe) until it is lost.
+type detailedSlot struct {
+	label string
+	rule  *detailedRule
+	hits  atomic.Int64 // descriptors of the label since the last decay
+	// state is twice the observations in progress, plus one once the slot
+	// is lost. The slot is dropped when it falls to 1.
+	state   atomic.Int64
+	dropped atomic.Bool
+	score   float64 // decayed hits before the last decay; under rule.mu
 }
 
 // label returns the metrics label of rule for a descriptor with entries
 // that matched it through path: its metric name (config.Rule.MetricName:
 // the rule's path, or with detailed_metric or value_to_metric a name with
 // the request's values, as envoyproxy/ratelimit names its stats), within
-// the caps of opts on the labels that name values.
-func (s *Service) label(rule *config.Rule, entries []config.Entry, path []*config.Descriptor) string {
+// the caps of opts on the labels that name values; and the label's slot, to
+// report it through (detailedSlot.observe), or nil for a label without one.
+func (s *Service) label(rule *config.Rule, entries []config.Entry, path []*config.Descriptor) (string, *detailedSlot) {
 	if s.opts.MaxDetailedSeries < 0 {
-		return rule.Path
+		return rule.Path, nil
 	}
 	name := rule.MetricName(entries, path)
 	if name == rule.Path {
-		return name
+		return name, nil
 	}
 	l := detailedLabel(name)
-	d := &s.detailed
-	if _, ok := d.made.Load(l); ok {
-		return l
+	if v, ok := s.detailed.held.Load(l); ok {
+		sl := v.(*detailedSlot)
+		sl.hits.Add(1)
+		return l, sl
 	}
-	if d.n.Load() >= int64(s.opts.MaxDetailedSeries) {
-		return rule.Path
-	}
-	c, ok := d.perRule.Load(rule.Path)
+	return s.detailed.miss(s.opts, rule, l)
+}
+
+// miss counts label l of rule, which held no slot when looked up, and
+// gives it a slot if it wins one.
+func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string, *detailedSlot) {
+	perRule, total := opts.MaxDetailedSeriesPerRule, opts.MaxDetailedSeries
+	v, ok := d.rules.Load(rule.Path)
 	if !ok {
-		c, _ = d.perRule.LoadOrStore(rule.Path, new(atomic.Int64))
+		v, _ = d.rules.LoadOrStore(rule.Path, &detailedRule{
+			set: d, domain: rule.Domain, path: rule.Path,
+			cands: candidates{max: max(detailedCandidates*min(perRule, total), detailedMinCandidates)},
+		})
 	}
-	ofRule := c.(*atomic.Int64)
-	if ofRule.Add(1) > int64(s.opts.MaxDetailedSeriesPerRule) {
-		ofRule.Add(-1)
-		return rule.Path
+	r := v.(*detailedRule)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := d.held.Load(l); ok { // won meanwhile
+		sl := v.(*detailedSlot)
+		sl.hits.Add(1)
+		return l, sl
 	}
-	if d.n.Add(1) > int64(s.opts.MaxDetailedSeries) {
+	if r.misses++; r.misses >= detailedDecay*perRule {
+		r.decay()
+	}
+	h := fnv64a(l)
+	got := r.cands.add(h)
+	if !d.take(r, perRule, total) {
+		if got < detailedRepeats {
+			return rule.Path, nil
+		}
+		weak := r.weakest()
+		if weak < 0 || got <= detailedMargin*r.slots[weak].current() {
+			return rule.Path, nil
+		}
+		lost := r.lose(weak, opts.Observer)
+		defer r.cands.put(fnv64a(lost.label), lost.current()) // once l has left the table
+		if !d.take(r, perRule, total) {
+			// The lost slot is still being reported through; the label
+			// stays counted and wins a slot at a later miss.
+			return rule.Path, nil
+		}
+	}
+	r.cands.remove(h)
+	sl := &detailedSlot{label: l, rule: r, score: got}
+	r.slots = append(r.slots, sl)
+	d.held.Store(l, sl)
+	return l, sl
+}
+
+// take reserves a slot for r if it and the service have room.
+func (d *detailedLabels) take(r *detailedRule, perRule, total int) bool {
+	if r.live.Load() >= int64(perRule) {
+		return false
+	}
+	if d.n.Add(1) > int64(total) {
 		d.n.Add(-1)
-		ofRule.Add(-1)
-		return rule.Path
+		return false
 	}
-	if _, loaded := d.made.LoadOrStore(l, struct{}{}); loaded { // made meanwhile
-		d.n.Add(-1)
-		ofRule.Add(-1)
+	r.live.Add(1)
+	return true
+}
+
+// weakest returns the index in r.slots of the label with the least count,
+// -1 if none. r.mu is held.
+func (r *detailedRule) weakest() int {
+	weak, least := -1, 0.0
+	for i, sl := range r.slots {
+		if c := sl.current(); weak < 0 || c < least {
+			weak, least = i, c
+		}
 	}
-	return l
+	return weak
+}
+
+// lose takes r.slots[i] from its label and returns it; the slot is
+// dropped at once unless an observation is reporting through it, then when
+// the last one ends. r.mu is held.
+func (r *detailedRule) lose(i int, o Observer) *detailedSlot {
+	sl := r.slots[i]
+	last := len(r.slots) - 1
+	r.slots[i], r.slots[last] = r.slots[last], nil
+	r.slots = r.slots[:last]
+	r.set.held.Delete(sl.label)
+	if sl.state.Add(1) == 1 {
+		sl.drop(o)
+	}
+	return sl
+}
+
+// decay halves every count of r. r.mu is held.
+func (r *detailedRule) decay() {
+	r.misses = 0
+	for _, sl := range r.slots {
+		sl.score = (sl.score + float64(sl.hits.Swap(0))) / 2
+	}
+	r.cands.halve()
+}
+
+// current returns the slot's decayed count.
+func (sl *detailedSlot) current() float64 { return sl.score + float64(sl.hits.Load()) }
+
+// observe reports a descriptor to o under the slot's label, or under its
+// rule's path if the slot was lost since Service.label handed it out.
+func (sl *detailedSlot) observe(o Observer, domain string, out Outcome, src redlimit.Source, entries []*rlpb.RateLimitDescriptor_Entry) {
+	l := sl.label
+	if sl.state.Add(2)&1 != 0 {
+		l = sl.rule.path
+	}
+	o.Descriptor(domain, l, out, src, entries)
+	if sl.state.Add(-2) == 1 {
+		sl.drop(o)
+	}
+}
+
+// drop tells o that the lost slot's label is gone, then gives the slot
+// back to the caps: the label's series is deleted before another label
+// may take its place. (Should the label have won another slot while this
+// one was still reported through, its series starts again from zero.)
+func (sl *detailedSlot) drop(o Observer) {
+	if !sl.dropped.CompareAndSwap(false, true) {
+		return
+	}
+	if d, ok := o.(LabelDropper); ok {
+		d.DropLabel(sl.rule.domain, sl.label)
+	}
+	sl.rule.live.Add(-1)
+	sl.rule.set.n.Add(-1)
 }
 
 // detailedLabel returns l as valid UTF-8 (a Prometheus label must be; a

@@ -105,6 +105,24 @@
 // (config.Rule.MetricName), within Options.MaxDetailedSeries and
 // MaxDetailedSeriesPerRule.
 //
+// Those labels name values a client chooses, so they are capped: each is
+// at most [MaxDetailedLabelBytes] long; a rule holds at most
+// MaxDetailedSeriesPerRule of them at once, the service MaxDetailedSeries;
+// a descriptor whose label holds no slot is reported under the rule's path
+// (the overflow series). The slots go to the values that are frequent, not
+// to the first seen. While a rule has room, a new label takes a slot. Once
+// it is full, a label takes the slot of the rule's least counted label
+// when it has been counted at least twice and half as much again as that
+// one; every count is halved each 8×MaxDetailedSeriesPerRule descriptors
+// of the rule that found no slot. So a flood of values sent once each
+// never takes a slot that is held; a value sent at least once in
+// 2×MaxDetailedSeriesPerRule (or 64) of the rule's descriptors without a
+// slot wins one from rarer values, within two of its requests against such
+// a flood; a value that stops loses its slot to one that goes on. A label
+// that loses its slot is dropped from an Observer that implements
+// [LabelDropper] (the service's metrics delete its series), before another
+// label takes the slot: the series stay within the caps at every moment.
+//
 // # Shadow mode
 //
 // A shadow limit (shadow_mode in a rule, or every limit with Options.Shadow)

@@ -25,14 +25,15 @@ const (
 	// DefaultMaxBytes is the most bytes the domain, keys and values of one
 	// request may hold together.
 	DefaultMaxBytes = 64 << 10
-	// DefaultMaxDetailedSeries bounds how many distinct rule labels the
-	// detailed_metric rules may add to the metrics; past it, a detailed
-	// rule is labelled by its path, as if it were not detailed.
+	// DefaultMaxDetailedSeries bounds how many rule labels the
+	// detailed_metric rules may hold at once in the metrics; a descriptor
+	// whose label holds none is labelled by its rule's path, as if it were
+	// not detailed. Which labels hold one: see "Metrics" in the package
+	// documentation.
 	DefaultMaxDetailedSeries = 1000
 	// DefaultMaxDetailedSeriesPerRule bounds the labels one detailed_metric
-	// rule may take, so that a client sending many values to one rule
-	// cannot take the labels of every other: past it, the rule is labelled
-	// by its path.
+	// rule may hold at once, so that a client sending many values to one
+	// rule cannot take the labels of every other.
 	DefaultMaxDetailedSeriesPerRule = 100
 )
 
@@ -74,12 +75,13 @@ type Options struct {
 	// MaxBytes caps the bytes of the domain, keys and values of one request
 	// together (default [DefaultMaxBytes]).
 	MaxBytes int
-	// MaxDetailedSeries bounds the rule labels detailed_metric rules add
-	// (default [DefaultMaxDetailedSeries]; negative: detailed_metric is
-	// ignored). Each is at most [MaxDetailedLabelBytes] long.
+	// MaxDetailedSeries bounds the rule labels detailed_metric rules hold
+	// at once (default [DefaultMaxDetailedSeries]; negative: detailed_metric
+	// is ignored). Each is at most [MaxDetailedLabelBytes] long.
 	MaxDetailedSeries int
-	// MaxDetailedSeriesPerRule bounds the labels of one detailed_metric
-	// rule (default [DefaultMaxDetailedSeriesPerRule]).
+	// MaxDetailedSeriesPerRule bounds the labels one detailed_metric rule
+	// holds at once (default [DefaultMaxDetailedSeriesPerRule]); they go to
+	// its most frequent values.
 	MaxDetailedSeriesPerRule int
 	// DefaultAlgorithm counts a descriptor's limit override when no rule
 	// of the configuration matches the descriptor (default

@@ -35,7 +35,11 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 			outcome = Denied
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 		}
-		s.opts.Observer.Descriptor(req.Domain, it.label, outcome, it.res.Source, req.Descriptors[it.desc].Entries)
+		if it.slot != nil {
+			it.slot.observe(s.opts.Observer, req.Domain, outcome, it.res.Source, req.Descriptors[it.desc].Entries)
+		} else {
+			s.opts.Observer.Descriptor(req.Domain, it.label, outcome, it.res.Source, req.Descriptors[it.desc].Entries)
+		}
 	}
 	if p.denied {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT

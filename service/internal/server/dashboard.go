@@ -20,7 +20,10 @@ type observer struct {
 	rec     *dashboard.Recorder
 }
 
-var _ rls.Observer = observer{}
+var (
+	_ rls.Observer     = observer{}
+	_ rls.LabelDropper = observer{}
+)
 
 // Request implements rls.Observer.
 func (o observer) Request(answer string, took time.Duration) { o.metrics.Request(answer, took) }
@@ -39,6 +42,10 @@ func (o observer) Descriptor(domain, rule string, out rls.Outcome, src redlimit.
 	}
 	o.rec.Observe(e)
 }
+
+// DropLabel implements rls.LabelDropper: the Prometheus series of the
+// label are deleted; the dashboard keeps its own bounded table of series.
+func (o observer) DropLabel(domain, rule string) { o.metrics.DropLabel(domain, rule) }
 
 // Backend implements rls.Observer: the dashboard takes the latency of each
 // call but those the deny cache answered (without asking the store), and

@@ -21,7 +21,9 @@ import (
 //	                                                      undecided (another limit denied while this one's store failed);
 //	                                                      rule is the rule's path, or for detailed_metric the request's
 //	                                                      values, within the caps of package rls (256 bytes a label,
-//	                                                      100 labels a rule, 1,000 in all; past them, the path)
+//	                                                      100 labels a rule, 1,000 in all, held by the most frequent
+//	                                                      values: a label that loses its slot has its series deleted;
+//	                                                      values without one are counted under the path)
 //	redlimit_rls_decisions_by_source_total{source}        per limited descriptor, the path that decided:
 //	                                                      store, deny_cache, local, fail_open, fail_closed, undecided
 //	redlimit_backend_duration_seconds                     one call to the limiter (Redis through resilient, or memory)
@@ -66,7 +68,10 @@ type Metrics struct {
 	policyErr [redlimit.FromFailClosed + 1]prometheus.Counter // backendErrs by failure-policy source; nil for the others
 }
 
-var _ rls.Observer = (*Metrics)(nil)
+var (
+	_ rls.Observer     = (*Metrics)(nil)
+	_ rls.LabelDropper = (*Metrics)(nil)
+)
 
 // latencyBuckets span 50 µs to 1 s.
 var latencyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
@@ -172,6 +177,14 @@ func (m *Metrics) Descriptor(domain, rule string, o rls.Outcome, src redlimit.So
 		m.sources[src].Inc()
 	} else {
 		m.bySource.WithLabelValues(src.String()).Inc()
+	}
+}
+
+// DropLabel implements rls.LabelDropper: it deletes the series of a
+// detailed_metric label that lost its slot.
+func (m *Metrics) DropLabel(domain, rule string) {
+	for o := rls.Allowed; o <= rls.Undecided; o++ {
+		m.decisions.DeleteLabelValues(domain, rule, o.String())
 	}
 }
 
