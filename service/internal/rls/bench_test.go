@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -229,4 +230,51 @@ func labelAndReport(s *Service, r *config.Rule, entries []config.Entry, path []*
 		return
 	}
 	s.opts.Observer.Descriptor(r.Domain, l, Allowed, redlimit.FromStore, nil)
+}
+
+// fixedLimiter allows every AllowAll at once, with results of its own, and
+// allocates nothing: what TestAnswerAllocs counts is the service's.
+type fixedLimiter struct {
+	redlimit.Limiter
+	results []redlimit.Result
+}
+
+func (l fixedLimiter) AllowAll(_ context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	return redlimit.Decision{Allowed: true, Results: l.results[:len(reqs)]}, nil
+}
+
+// The service's own allocations for a request of BenchmarkRLS (one
+// descriptor, or three), besides the limiter's: the response, the
+// descriptors' statuses with their limits and resets, the plan and the
+// store keys. Not parallel: allocations are counted process-wide.
+func TestAnswerAllocs(t *testing.T) {
+	dom, err := config.Parse("bench.yaml", []byte(benchRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]redlimit.Result, 3)
+	for i := range results {
+		results[i] = redlimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 1500 * time.Millisecond}
+	}
+	svc, err := New(Options{Limiter: fixedLimiter{results: results}, Headers: ratelimitfield.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetConfig(mustConfig(t, dom))
+	for n, want := range map[int]float64{1: 5, 3: 7} {
+		req := &pb.RateLimitRequest{Domain: "bench"}
+		for _, k := range []string{"user", "route", "tenant"}[:n] {
+			req.Descriptors = append(req.Descriptors, &rlpb.RateLimitDescriptor{
+				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: k, Value: "42"}}})
+		}
+		got := testing.AllocsPerRun(100, func() {
+			resp, err := svc.Decide(context.Background(), req)
+			if err != nil || len(resp.Statuses) != n || resp.Statuses[n-1].DurationUntilReset.AsDuration() != 1500*time.Millisecond {
+				t.Fatalf("%v, %v", resp, err)
+			}
+		})
+		if got > want {
+			t.Errorf("%d descriptors: %v allocations, want at most %v", n, got, want)
+		}
+	}
 }

@@ -22,7 +22,7 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 		st := resp.Statuses[it.desc]
 		st.CurrentLimit = it.current
 		st.LimitRemaining = clampUint32(it.res.Remaining)
-		st.DurationUntilReset = durationpb.New(resetOf(it.res))
+		st.DurationUntilReset = setDuration(&p.parts[it.desc].reset, resetOf(it.res))
 		outcome := Allowed
 		switch {
 		case it.res.Allowed:
@@ -69,6 +69,13 @@ func resetOf(res redlimit.Result) time.Duration {
 		return max(0, res.ResetAfter)
 	}
 	return max(0, res.RetryAfter)
+}
+
+// setDuration sets dst to d, as durationpb.New makes it, and returns it.
+func setDuration(dst *durationpb.Duration, d time.Duration) *durationpb.Duration {
+	nanos := d.Nanoseconds()
+	dst.Seconds, dst.Nanos = nanos/1e9, int32(nanos%1e9)
+	return dst
 }
 
 // headers returns the rate-limit fields of the enforced items of p (and
