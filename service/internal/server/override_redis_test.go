@@ -31,7 +31,8 @@ func TestOverrideBoundsOnRedis(t *testing.T) {
 	redis := redistest.Shared(t)
 	prefix := fmt.Sprintf("ovr%d:", time.Now().UnixNano())
 	r := start(t, Options{ConfigPath: filepath.Join("..", "..", "..", "examples", "config"),
-		RedisURL: "redis://" + redis.Addr(), RedisPrefix: prefix, Counting: config.CountingAdmission}) // the costs are admissions
+		RedisURL: "redis://" + redis.Addr(), RedisPrefix: prefix, Counting: config.CountingAdmission, // the costs are admissions
+		Timeout: 5 * time.Second}) // /login is fail_closed: a Redis call slower than the default 50 ms on a loaded machine would answer OVER_LIMIT
 	login := func(user string, n uint32, cost uint64) (*pb.RateLimitResponse, error) {
 		req := &pb.RateLimitRequest{Domain: "example", Descriptors: []*rlpb.RateLimitDescriptor{{
 			Entries:    []*rlpb.RateLimitDescriptor_Entry{{Key: "path", Value: "/login"}, {Key: "user", Value: user}},
