@@ -136,6 +136,9 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustDo(t, m, "OK", "SET", key, "v")
+		// Replication is asynchronous: the failover below must not lose
+		// the write to a kill that comes before the replica has it.
+		mustDo(t, m, "1", "WAIT", "1", "5000")
 	}
 	// Some other node must redirect.
 	m, _ := c.MasterFor("cl:a")
