@@ -249,7 +249,9 @@ func TestReconcileRetriesWithoutTraffic(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	fs := &firstChargeFails{Store: redisStore(t, []string{srv.Addr()})}
-	l := newLimiter(t, fs, resilient.Options{Timeout: 100 * time.Millisecond, FailureThreshold: 3, CoolDown: 500 * time.Millisecond, ReconcileSpread: -1})
+	// 500 ms: a retry slower than 100 ms on a loaded machine counted as a
+	// second unconfirmed try (one run in a helper's -race runs).
+	l := newLimiter(t, fs, resilient.Options{Timeout: 500 * time.Millisecond, FailureThreshold: 3, CoolDown: 500 * time.Millisecond, ReconcileSpread: -1})
 	lim := redlimit.PerHour(100).FixedWindow()
 	freeze(t, srv, l)
 	admitLocally(t, l, "k", lim, 30)
