@@ -42,7 +42,27 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		onVictim[k] = m == victim
 	}
 
-	stop := loadNodes(asLimiters(nodes), loadSpec{workers: faultWorkers, keys: keys, limits: limits})
+	// "spent", on the killed master, exhausted before the load: it admits
+	// nothing, before, during or after the failover.
+	spentLim := redlimit.Per(500, time.Hour).SlidingWindow()
+	spent := ""
+	for i := 0; spent == ""; i++ {
+		m, err := cluster.MasterFor(fmt.Sprint("{spent", i, "}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m == victim {
+			spent = fmt.Sprint("spent", i)
+		}
+	}
+	if r, err := nodes[0].AllowN(context.Background(), spent, spentLim, spentLim.Count); err != nil || !r.Allowed {
+		t.Fatalf("exhausting %s: %+v, %v", spent, r, err)
+	}
+	if _, err := victim.Do("WAIT", "1", "5000"); err != nil { // its replica has it before the kill
+		t.Fatal(err)
+	}
+	limits[spent] = spentLim
+	stop := loadNodes(asLimiters(nodes), loadSpec{workers: faultWorkers, keys: append(keys[:len(keys):len(keys)], spent), limits: limits})
 	time.Sleep(500 * time.Millisecond)
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
@@ -60,6 +80,9 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	failover := firstFromStore(all, killed.Add(100*time.Millisecond), func(s sample) bool { return onVictim[s.key] })
 	if failover < 0 {
 		t.Fatalf("the killed master's keys never came back to Redis")
+	}
+	if n := count(all, func(s sample) bool { return s.key == spent && s.allowed }); n != 0 {
+		t.Errorf("%s, exhausted before the load, admitted %d", spent, n)
 	}
 	local := count(all, func(s sample) bool { return s.source == redlimit.FromLocal })
 	if local == 0 {
