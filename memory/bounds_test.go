@@ -158,3 +158,53 @@ func TestDeniedAllowAllLeavesNothing(t *testing.T) {
 	}
 	t.Logf("2,000 new keys in %s", time.Since(start))
 }
+
+// A decision that needs a new state the store has no room for refuses that
+// request, and still counts a debit on another key that only grows its
+// state, when the bytes allow it. It was refused too, the debit lost while
+// its answer said it was counted (0 left; the state still said 2): the
+// sequence FuzzModelBounded found (its input is kept in
+// testdata/fuzz/FuzzModelBounded), on a store of one state.
+func TestRefusalKeepsDebitsThatFit(t *testing.T) {
+	clock := redlimittest.NewClock(redlimittest.T0)
+	s, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0), memory.WithMaxKeys(1), memory.WithMaxBytes(6006))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	l99 := redlimit.Per(99, 8760*time.Hour).SlidingLog()
+	l100 := redlimit.Per(100, 8760*time.Hour).SlidingLog()
+	at := func(us int64) { clock.Set(redlimittest.T0.Add(time.Duration(us) * time.Microsecond)) }
+	steps := []struct {
+		at   int64
+		reqs []redlimit.Request
+	}{
+		{0, []redlimit.Request{{Key: "k1", Limit: l99, Cost: 92}}},
+		{1, []redlimit.Request{{Key: "k1", Limit: l99, Cost: 1, Debit: true}, {Key: "k0", Limit: l99, Cost: 2}}},
+		{5336579473784, []redlimit.Request{{Key: "k1", Limit: l99, Cost: 4}}},
+		{8057194810405, []redlimit.Request{{Key: "k1", Limit: l99, Cost: 1}}},
+	}
+	for _, st := range steps {
+		at(st.at)
+		if _, err := s.AllowAll(ctx, st.reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// In the same microsecond, under a count raised to 100: 98 used, a
+	// debit of 99 on k1, and one on k0, for which there is no room.
+	d, err := s.AllowAll(ctx, []redlimit.Request{{Key: "k1", Limit: l100, Cost: 99, Debit: true}, {Key: "k0", Limit: l100, Cost: 1, Debit: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Refused != 2 || st.States != 1 {
+		t.Fatalf("stats %+v, want k0 refused twice and one state", st)
+	}
+	p, err := s.Peek(ctx, "k1", l100, 99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Remaining != 0 || d.Results[0] != p {
+		t.Errorf("the debit of 99 on 98 used of 100 answered %+v; Peek of its cost now %+v, want the same, 0 left", d.Results[0], p)
+	}
+}

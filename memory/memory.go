@@ -498,23 +498,34 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 		if !final {
 			return need, now, false
 		}
-		// Each request that needs room is refused, and not counted; the
-		// others answer as their limit alone would, and debits that need
-		// no room are counted.
+		// The decision is denied. Its admissions are not counted; each
+		// request that needs room is refused, and not counted: first those
+		// that need a new state, then, if the store is still short, those
+		// that grow one (a debit that only grows its key's state is counted
+		// when the store lacked only states for the others). The others
+		// answer as their limit alone would, and the debits among them are
+		// counted.
 		a.d.Allowed = false
-		for i, r := range a.reqs {
-			e := a.entry(i)
-			if a.units[i] > 0 && (e == nil || e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
-				s.refuse(&a.d.Results[i], e, now, need, soonest)
-				a.units[i] = 0
-				refused |= 1 << i
-			} else if !r.Debit {
-				a.units[i] = 0
+		s.refused.Add(1)
+		fits := false
+		for _, growing := range []bool{false, true} {
+			for i, r := range a.reqs {
+				e := a.entry(i)
+				if a.units[i] > 0 && (e == nil || growing && e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
+					s.refuse(&a.d.Results[i], e, now, need, soonest)
+					a.units[i] = 0
+					refused |= 1 << i
+				} else if !r.Debit {
+					a.units[i] = 0
+				}
+			}
+			if need = a.room(now); s.reserve(need) {
+				fits = true
+				break
 			}
 		}
-		s.refused.Add(1)
-		if need = a.room(now); !s.reserve(need) {
-			return need, now, true // it needs none
+		if !fits {
+			return need, now, true // what is left needs no room: not reached
 		}
 	}
 	var grown int64
