@@ -498,20 +498,19 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 		if !final {
 			return need, now, false
 		}
-		// The decision is denied. Its admissions are not counted; each
-		// request that needs room is refused, and not counted: first those
-		// that need a new state, then, if the store is still short, those
-		// that grow one (a debit that only grows its key's state is counted
-		// when the store lacked only states for the others). The others
-		// answer as their limit alone would, and the debits among them are
-		// counted.
+		// The decision is denied. Each request that needs room is refused,
+		// and not counted, a debit on a state it only grows last: only if
+		// the store is still short without the others (so that such a
+		// debit is counted when the store lacked room for the others' new
+		// states). The others answer as their limit alone would, and the
+		// debits among them are counted.
 		a.d.Allowed = false
 		s.refused.Add(1)
 		fits := false
 		for _, growing := range []bool{false, true} {
 			for i, r := range a.reqs {
 				e := a.entry(i)
-				if a.units[i] > 0 && (e == nil || growing && e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
+				if a.units[i] > 0 && (e == nil || (growing || !r.Debit) && e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
 					s.refuse(&a.d.Results[i], e, now, need, soonest)
 					a.units[i] = 0
 					refused |= 1 << i
