@@ -506,8 +506,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 		// debits among them are counted.
 		a.d.Allowed = false
 		s.refused.Add(1)
-		fits := false
-		for _, growing := range []bool{false, true} {
+		refuse := func(growing bool) {
 			for i, r := range a.reqs {
 				e := a.entry(i)
 				if a.units[i] > 0 && (e == nil || (growing || !r.Debit) && e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
@@ -518,13 +517,12 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 					a.units[i] = 0
 				}
 			}
-			if need = a.room(now); s.reserve(need) {
-				fits = true
-				break
-			}
 		}
-		if !fits {
-			return need, now, true // what is left needs no room: not reached
+		refuse(false)
+		if need = a.room(now); !s.reserve(need) {
+			refuse(true)
+			need = a.room(now)
+			s.reserve(need) // true: what is left needs no room
 		}
 	}
 	var grown int64

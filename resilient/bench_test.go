@@ -126,4 +126,4 @@ const maxWrapperAllocs = 10
 // made again on some calls and not others: the figures of one path moved
 // by 1 from one run to the next (20 or 21 through the Limiter, 10 or 11
 // on the store alone), and a strict comparison failed one run in five.
-var allocNoise = map[bool]float64{false: 0.5, true: 1.5}[raceDetector]
+var allocNoise = 0.5 + float64(raceAllocNoise)

@@ -29,16 +29,8 @@ func TestGRPCIdleAndHandshakeTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	began := time.Now()
-	c.SetReadDeadline(began.Add(20 * time.Second))
-	buf := make([]byte, 512)
-	for {
-		if _, err = c.Read(buf); err != nil {
-			break
-		}
-	}
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		t.Fatalf("a connection that sent nothing was still open after %v", time.Since(began))
+	if open := stillOpen(c); open > 0 {
+		t.Fatalf("a connection that sent nothing was still open after %v", open)
 	}
 
 	// A client whose one request is done.
@@ -79,14 +71,24 @@ func TestHTTPHeaderAndIdleTimeouts(t *testing.T) {
 		if _, err := c.Write([]byte(tc.send)); err != nil {
 			t.Fatal(err)
 		}
-		began := time.Now()
-		c.SetReadDeadline(began.Add(20 * time.Second))
-		buf := make([]byte, 4096)
-		for err == nil {
-			_, err = c.Read(buf)
-		}
-		if ne, ok := err.(net.Error); ok && ne.Timeout() {
-			t.Errorf("%s: the connection was still open after %v", tc.name, time.Since(began))
+		if open := stillOpen(c); open > 0 {
+			t.Errorf("%s: the connection was still open after %v", tc.name, open)
 		}
 	}
+}
+
+// stillOpen reads c until the server closes it, for at most 20 s, and
+// returns how long it waited if the server had not closed it by then, or 0.
+func stillOpen(c net.Conn) time.Duration {
+	began := time.Now()
+	c.SetReadDeadline(began.Add(20 * time.Second))
+	buf := make([]byte, 4096)
+	var err error
+	for err == nil {
+		_, err = c.Read(buf)
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return time.Since(began)
+	}
+	return 0
 }
