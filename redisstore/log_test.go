@@ -13,8 +13,11 @@ import (
 
 // TestSlidingLogEntryPerInstant: a sliding log's sorted set holds one
 // member per instant with admitted requests (after its base), whatever
-// their cost, and an allowed request trims at most two expired members, so
-// no call does work that grows with the cost or the backlog.
+// their cost; an allowed request trims at most 15 expired members, and
+// trims whenever the units admitted pass a multiple of 8 (log.lua's
+// LOG_TRIM_EVERY and LOG_TRIM_MOST), so no call does work that grows with
+// the cost or the backlog, and the backlog shrinks by 7 or more every 8
+// units.
 func TestSlidingLogEntryPerInstant(t *testing.T) {
 	d := standalone[0]
 	ctx := context.Background()
@@ -51,16 +54,30 @@ func TestSlidingLogEntryPerInstant(t *testing.T) {
 		t.Errorf("after 300 more instants: %d members, want 302", n)
 	}
 	// A period later every entry has expired; each allowed request trims
-	// at most two, and adds one.
+	// at most 15, adds one, and every eighth trims.
 	clock.Advance(time.Second)
-	for i := range 20 {
+	last := card(l)
+	for i := range 400 {
 		clock.Advance(time.Microsecond)
 		before := card(l)
 		if r, err := s.AllowN(ctx, "k", l, 1); err != nil || !r.Allowed || r.Remaining != int64(999-i) {
 			t.Fatalf("%+v, %v", r, err)
 		}
-		if after := card(l); after < before-1 || after > before+1 {
+		after := card(l)
+		if after < before-15 || after > before+1 {
 			t.Fatalf("request %d: %d members, then %d", i, before, after)
 		}
+		if i%8 == 7 {
+			// 8 units, one trim of up to 15 of the expired entries: the set
+			// shrinks by 7 until only the new entries are left.
+			if want := max(last-7, int64(i+2)); after > want {
+				t.Fatalf("after request %d: %d members, want at most %d (8 requests before: %d)", i, after, want, last)
+			}
+			last = after
+		}
+	}
+	// Only the 400 new entries, and at most the 15 expired ones of the last trim's bound.
+	if n := card(l); n > 400+16 {
+		t.Errorf("after 400 requests: %d members, want at most 416", n)
 	}
 }

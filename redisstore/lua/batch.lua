@@ -29,7 +29,21 @@
 -- (its slot moved, or is migrating and the key is gone), the script
 -- answers NOTOWNED and has written nothing; the store then decides the
 -- batch again, slot by slot (see redisstore/pernode.go).
-local decide = { fixed_window_one, sliding_log_one, sliding_window_one, token_bucket_one }
+-- decide holds each algorithm's function by its number as text.
+local decide = { ['1'] = fixed_window_one, ['2'] = sliding_log_one, ['3'] = sliding_window_one, ['4'] = token_bucket_one }
+
+-- num is x + 0 for the values of ARGV, parsed once per call: a batch's
+-- decisions share their periods, counts and costs.
+local nums = {}
+local function num(s)
+  local x = nums[s]
+  if x == nil then
+    x = s + 0
+    nums[s] = x
+  end
+  return x
+end
+
 local d = tonumber(ARGV[1])
 local keys, kfirst = KEYS, 0
 if ARGV[4] ~= '' then keys, kfirst = ARGV, tonumber(ARGV[4]) end
@@ -44,13 +58,13 @@ for i = 1, d do
     local n = tonumber(ARGV[j + 1])
     for l = 0, n - 1 do
       local a = ARGV[j + 2 + 7 * l]
-      if decide[tonumber(a)] == nil then
+      if decide[a] == nil then
         return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
       end
     end
     j, k = j + 2 + 7 * n, k + n
   else
-    if decide[tonumber(ARGV[j + 1])] == nil then
+    if decide[ARGV[j + 1]] == nil then
       return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(ARGV[j + 1]))
     end
     j, k = j + 5, k + 1
@@ -70,9 +84,20 @@ end
 -- <algorithm>_one one after another would have written: the window
 -- algorithms' hash gets one HINCRBY of the run's admitted cost, with the
 -- retirement and TTL of the first admission that made a new window; the
--- bucket gets its last TAT, with the TTL of the last admission. A sliding
--- log's decisions are made one by one.
-local out = { now }
+-- bucket gets its last TAT, with the TTL of the last admission; a sliding
+-- log gets its admissions as one entry at t, the instant they are all made
+-- at, with the TTL of the last (a log's key names its period, so the run's
+-- decisions share it).
+local out, o = { now }, 1
+
+-- put appends a decision's reply to out.
+local function put(ok, rem, retry, reset)
+  out[o + 1] = ok and 1 or 0
+  out[o + 2] = rem
+  out[o + 3] = retry
+  out[o + 4] = reset
+  o = o + 4
+end
 
 -- run_windows decides decisions i..e on the window hash key with check
 -- (fixed_window_check or sliding_window_check) and span.
@@ -81,17 +106,14 @@ local function run_windows(key, i, e, check, span)
   local w0, add, ttl = lw, 0, nil
   for k = i, e do
     local j = at[k]
-    local n = tonumber(ARGV[j + 4])
-    local ok, rem, retry, reset, w, c, p = check(now, tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), n, lw, lc, pc)
+    local n = num(ARGV[j + 4])
+    local ok, rem, retry, reset, w, c, p = check(now, num(ARGV[j + 2]), num(ARGV[j + 3]), n, lw, lc, pc)
     if ok and ARGV[j] == 'a' then
       if w ~= lw then ttl = reset end
       lw, lc, add = w, c, add + n
       if p ~= nil then pc = p end
     end
-    out[#out + 1] = ok and 1 or 0
-    out[#out + 1] = rem
-    out[#out + 1] = retry
-    out[#out + 1] = reset
+    put(ok, rem, retry, reset)
   end
   if add == 0 then return end
   if lw ~= w0 then windows_retire(key, h, lw - span + 1) end
@@ -105,14 +127,25 @@ local function run_bucket(key, i, e)
   local ttl
   for k = i, e do
     local j = at[k]
-    local ok, rem, retry, reset, t = token_bucket_check(now, tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tat)
+    local ok, rem, retry, reset, t = token_bucket_check(now, num(ARGV[j + 2]), num(ARGV[j + 3]), num(ARGV[j + 4]), tat)
     if ok and ARGV[j] == 'a' then tat, ttl = t, reset end
-    out[#out + 1] = ok and 1 or 0
-    out[#out + 1] = rem
-    out[#out + 1] = retry
-    out[#out + 1] = reset
+    put(ok, rem, retry, reset)
   end
   if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
+end
+
+-- run_log decides decisions i..e on the sliding log key, whose period is W.
+local function run_log(key, i, e, W)
+  local t, c, newest, top, total, base = log_read(key, now, W)
+  local stored, last, add, ttl = c, newest, 0, nil
+  for k = i, e do
+    local j = at[k]
+    local n = num(ARGV[j + 4])
+    local ok, rem, retry, reset = sliding_log_check(key, now, W, num(ARGV[j + 3]), n, t, c, last, base, stored)
+    if ok and ARGV[j] == 'a' then c, last, add, ttl = c + n, t, add + n, reset end
+    put(ok, rem, retry, reset)
+  end
+  if add > 0 then log_append(key, W, total, newest, top, t, add, ms(ttl)) end
 end
 
 local i = 1
@@ -120,26 +153,24 @@ while i <= d do
   local j = at[i]
   if ARGV[j] == 'm' then
     decide_limits(true, keys, kat[i] - 1, tonumber(ARGV[j + 1]), ARGV, j + 1, out)
+    o = #out
     i = i + 1
   else
     local key, alg = keys[kat[i]], ARGV[j + 1]
     local e = i
     while e < d and ARGV[at[e + 1]] ~= 'm' and keys[kat[e + 1]] == key and ARGV[at[e + 1] + 1] == alg do e = e + 1 end
-    local a = tonumber(alg)
-    if e > i and a == 1 then
+    if e > i and alg == '1' then
       run_windows(key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
-    elseif e > i and a == 3 then
+    elseif e > i and alg == '3' then
       run_windows(key, i, e, sliding_window_check, SLIDING_WINDOW_SPAN)
-    elseif e > i and a == 4 then
+    elseif e > i and alg == '4' then
       run_bucket(key, i, e)
+    elseif e > i and alg == '2' then
+      run_log(key, i, e, num(ARGV[j + 2]))
     else
       for k = i, e do
         local j = at[k]
-        local ok, rem, retry, reset = decide[a](key, ARGV[j] == 'a', tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), ARGV[j + 4])
-        out[#out + 1] = ok and 1 or 0
-        out[#out + 1] = rem
-        out[#out + 1] = retry
-        out[#out + 1] = reset
+        put(decide[alg](key, ARGV[j] == 'a', num(ARGV[j + 2]), num(ARGV[j + 3]), num(ARGV[j + 4]), ARGV[j + 4]))
       end
     end
     i = e + 1

@@ -45,9 +45,9 @@ end
 -- retry-after of a debit that does not fit waits for the (c'+n-L)-th live
 -- unit of the log after it (c' the live units then): the new entry's, at
 -- t, or one of the log as read.
-local function sliding_log_debit(key, now, W, L, n, t, c, newest, rank, base, first, at)
+local function sliding_log_debit(key, now, W, L, n, t, c, newest, base)
   if c + n <= L then
-    local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, rank, base, first, at)
+    local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, base, c)
     return ok, rem, retry, reset, n
   end
   local add = debit_units(L, c, n)
@@ -56,7 +56,7 @@ local function sliding_log_debit(key, now, W, L, n, t, c, newest, rank, base, fi
   if n <= L then
     local k = after + n - L
     local u = t
-    if k <= c then u = log_unit_at(key, rank, base, first, at, k) end
+    if k <= c then u = log_unit_at(key, t, W, base, k) end
     retry = u + W - now
   end
   if add > 0 then newest = t end
@@ -66,7 +66,7 @@ end
 local LOG_MERGES = 2 -- the most entries one debit merges
 
 -- sliding_log_merges returns the members a debit of add units at t merges
--- away, after log_read (t, newest, top, total, rank, first): the oldest
+-- away, after log_read (t, c, newest, top, total) under a period of W µs: the oldest
 -- live entry, while the entries after it (the debit's included) hold at
 -- least L units, is merged into the next one, at most LOG_MERGES times.
 -- Such an entry cannot change a decision: while the entries after it live,
@@ -83,15 +83,14 @@ local LOG_MERGES = 2 -- the most entries one debit merges
 --
 -- (With L raised later, merged units stay live longer than in an exact log:
 -- a merge is exact for the count it was made under, strict above it.)
-local function sliding_log_merges(key, L, t, newest, top, total, add, rank, first)
-  if rank == nil then return nil end
+local function sliding_log_merges(key, L, W, t, c, newest, top, total, add)
+  if c == 0 then return nil end
+  local rank = log_rank(key, t - W)
   local after = log_add(total, add)
-  local gone, member = {}, first
+  local gone = {}
   for i = 0, LOG_MERGES - 1 do
-    if i > 0 then
-      member = redis.call('ZRANGE', key, rank + i, rank + i)[1]
-      if member == nil then break end
-    end
+    local member = redis.call('ZRANGE', key, str(rank + i), str(rank + i))[1]
+    if member == nil then break end
     if member == top and newest == t then break end
     if log_units(tonumber(member), after) < L then break end
     gone[#gone + 1] = member

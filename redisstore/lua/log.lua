@@ -32,64 +32,64 @@ local function log_add(cum, n)
   return cum + n
 end
 
+-- Trimming: the entries that expired before the newest entry was made
+-- are trimmed but the last of them, at most LOG_TRIM_MOST - 1 per write,
+-- by every write that takes the cum past a multiple of LOG_TRIM_EVERY: the
+-- work of one call stays bounded, and as a write adds at most one entry
+-- and trims at least every LOG_TRIM_EVERY units, an active key keeps at
+-- most a few expired entries, each trim paying for several writes.
+local LOG_TRIM_EVERY, LOG_TRIM_MOST = 8, 16
+
 -- log_read returns the log of key as a request at now, under a period of
 -- W µs, sees it:
 --   t       the instant it is decided at: now, or the newest time if later
 --   c       the live units: those of the entries after t - W
 --   newest  the newest entry's time, top its member (nil for an empty set)
 --   total   the newest entry's cum (0 for an empty set)
---   dead    how many of the first three entries expired before the newest
---           entry was made (all but the last of them may be trimmed)
---   rank    the first live entry's rank, base the cum before it, and
---           first its member and at its time when read (nil otherwise)
+--   base    the cum of the newest entry at or before t - W (nil when
+--           every entry has expired)
+-- Two Redis calls whatever the log's length, reading one score: the newest
+-- entry, and the last one that expired.
 local function log_read(key, now, W)
-  local t, c, total, dead = now, 0, 0, 0
-  local front = redis.call('ZRANGE', key, '0', '2', 'WITHSCORES')
-  if #front == 0 then return t, c, nil, nil, total, dead end
-  local top, at = front[#front - 1], front[#front]
-  if #front == 6 then
-    local e = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-    top, at = e[1], e[2]
-  end
-  local newest = tonumber(at)
-  total = tonumber(top) or 0
+  local e = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if #e == 0 then return now, 0, nil, nil, 0 end
+  local top = e[1]
+  local newest, total = e[2] + 0, tonumber(top) or 0
+  local t = now
   if newest > now then t = newest end
-  local since, deadline = t - W, newest - W
-  local rank, base, first
-  at = nil
-  for i = 2, #front, 2 do
-    local score = tonumber(front[i])
-    if score <= deadline then dead = i / 2 end
-    if score > since and rank == nil then
-      rank, base = i / 2 - 1, tonumber(front[i - 3]) or 0
-      first, at = front[i - 1], score
-    end
-  end
-  if rank == nil then
-    -- Every entry has expired, or the live ones start past the front.
-    if newest <= since then return t, c, newest, top, total, dead end
-    rank = redis.call('ZCOUNT', key, '-inf', string.format('%d', since))
-    local e = redis.call('ZRANGE', key, rank - 1, rank, 'WITHSCORES')
-    base, first, at = tonumber(e[1]) or 0, e[3], tonumber(e[4])
-  end
-  c = log_units(base, total)
-  return t, c, newest, top, total, dead, rank, base, first, at
+  if newest <= t - W then return t, 0, newest, top, total end
+  -- The base's member is 'b' (cum 0); a set without an entry before its
+  -- live ones (none is made) would count them all: the strict side.
+  local b = redis.call('ZRANGE', key, str(t - W), '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', '1')
+  local base = tonumber(b[1]) or 0
+  return t, log_units(base, total), newest, top, total, base
 end
 
--- log_unit_at returns the time of the k-th unit after base: the first
--- entry from rank (log_read's rank, base, first and at) whose cum is k
--- units past base. The entry is within the k entries from rank (each holds
--- a unit at least): a binary search by rank, each probe O(log n), whose
--- first probe is where the unit is when every entry holds one unit.
-local function log_unit_at(key, rank, base, first, at, k)
-  if log_units(base, tonumber(first)) >= k then return at end
-  local lo, hi = rank, rank + k - 1
+-- log_rank returns the rank of the first entry after since: the first live
+-- entry's, when since is t - W.
+local function log_rank(key, since)
+  return redis.call('ZCOUNT', key, '-inf', str(since))
+end
+
+-- log_unit_at returns the time of the k-th unit after base, on key's log
+-- read at t under a period of W µs (log_read's t and base; 1 <= k <= c):
+-- the first live entry whose cum is k units past base: for k = 1, the
+-- first live entry. Otherwise the entry is within the k entries from the
+-- first live one (each holds a unit at least): a binary search by rank,
+-- each probe O(log n), whose first probe is where the unit is when every
+-- entry holds one unit.
+local function log_unit_at(key, t, W, base, k)
+  if k == 1 then
+    return redis.call('ZRANGE', key, '(' .. str(t - W), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')[2] + 0
+  end
+  local rank = log_rank(key, t - W)
+  local lo, hi = rank - 1, rank + k - 1
   local mid = hi - 1
-  at = nil
+  local at
   while hi - lo > 1 do
-    local e = redis.call('ZRANGE', key, mid, mid, 'WITHSCORES')
+    local e = redis.call('ZRANGE', key, str(mid), str(mid), 'WITHSCORES')
     -- Past the set's end, the unit is before.
-    if #e == 0 or log_units(base, tonumber(e[1])) >= k then
+    if #e == 0 or log_units(base, e[1] + 0) >= k then
       hi, at = mid, e[2]
     else
       lo = mid
@@ -97,24 +97,31 @@ local function log_unit_at(key, rank, base, first, at, k)
     mid = math.floor((lo + hi) / 2)
   end
   if at == nil then
-    at = redis.call('ZRANGE', key, hi, hi, 'WITHSCORES')[2]
+    at = redis.call('ZRANGE', key, str(hi), str(hi), 'WITHSCORES')[2]
   end
-  return tonumber(at)
+  return at + 0
 end
 
--- log_append is the sliding log's commit: it trims the dead entries
--- log_read found but the last of them, adds n units at t (a new entry, or
--- the newest one's, at newest with member top, if that is at t; a new set
--- starts with its base; total is the newest cum) and gives the set the
--- TTL ttl_ms.
-local function log_append(key, dead, total, newest, top, t, n, ttl_ms)
-  if dead > 1 then redis.call('ZREMRANGEBYRANK', key, 0, dead - 2) end
-  local cum = string.format('%d', log_add(total, n))
+-- log_append is the sliding log's commit, after log_read (total, newest,
+-- top, t) under a period of W µs: it trims expired entries (see
+-- LOG_TRIM_EVERY), adds n units at t (a new entry, or the newest one's, if
+-- that is at t; a new set starts with its base) and gives the set the TTL
+-- ttl_ms.
+local function log_append(key, W, total, newest, top, t, n, ttl_ms)
+  local after = log_add(total, n)
+  if newest ~= nil and newest > -math.huge and math.floor(after / LOG_TRIM_EVERY) ~= math.floor(total / LOG_TRIM_EVERY) then
+    -- Entries that expire only because t moved past the newest time stay,
+    -- so that a refund that takes the request out leaves the log as it
+    -- was.
+    local x = log_rank(key, newest - W)
+    if x > 1 then redis.call('ZREMRANGEBYRANK', key, '0', str(math.min(x, LOG_TRIM_MOST) - 2)) end
+  end
+  local cum = string.format('%d', after)
   if newest == nil then
-    redis.call('ZADD', key, '-inf', 'b', string.format('%d', t), cum)
+    redis.call('ZADD', key, '-inf', 'b', str(t), cum)
   else
     if newest == t then redis.call('ZREM', key, top) end
-    redis.call('ZADD', key, string.format('%d', t), cum)
+    redis.call('ZADD', key, str(t), cum)
   end
   redis.call('PEXPIRE', key, ttl_ms)
 end

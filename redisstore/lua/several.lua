@@ -58,15 +58,15 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
       end
       writes[i] = { h, lw, w }
     elseif alg == SLIDING_LOG then
-      local t, c, newest, top, total, dead, rank, base, fst, at = log_read(key, now, W)
+      local t, c, newest, top, total, base = log_read(key, now, W)
       local merges
       if debit then
-        ok, rem, retry, reset, add = sliding_log_debit(key, now, W, L, n, t, c, newest, rank, base, fst, at)
-        if add > 0 then merges = sliding_log_merges(key, L, t, newest, top, total, add, rank, fst) end
+        ok, rem, retry, reset, add = sliding_log_debit(key, now, W, L, n, t, c, newest, base)
+        if add > 0 then merges = sliding_log_merges(key, L, W, t, c, newest, top, total, add) end
       else
-        ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, rank, base, fst, at)
+        ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, base, c)
       end
-      writes[i] = { dead, total, newest, top, t, merges }
+      writes[i] = { total, newest, top, t, merges }
     else
       local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
       local nxt, cut
@@ -107,8 +107,8 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
       if alg == FIXED_WINDOW then
         windows_add(key, s[1], s[2], s[3], FIXED_WINDOW_SPAN, cost, ttl)
       elseif alg == SLIDING_LOG then
-        log_append(key, s[1], s[2], s[3], s[4], s[5], tonumber(cost), ttl)
-        if s[6] then redis.call('ZREM', key, unpack(s[6])) end
+        log_append(key, tonumber(args[j + 2]), s[1], s[2], s[3], s[4], tonumber(cost), ttl)
+        if s[5] then redis.call('ZREM', key, unpack(s[5])) end
       elseif alg == SLIDING_WINDOW then
         windows_add(key, s[1], s[2], s[3], SLIDING_WINDOW_SPAN, cost, ttl)
       else

@@ -14,5 +14,5 @@
 -- ARGV[6]: cost.
 -- Reply: { now, allowed (1/0), remaining, retry-after µs (-1 for never),
 -- reset-after µs }: decide.lua's reply for one limit.
-local ok, rem, retry, reset = one(KEYS[1], ARGV[1] == 'allow', tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[6])
+local ok, rem, retry, reset = one(KEYS[1], ARGV[1] == 'allow', ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[6])
 return { now, ok and 1 or 0, rem, retry, reset }

@@ -1,0 +1,152 @@
+package redisstore_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// TestCallgrindCost counts the instructions redis-server executes per
+// sliding-log decision, which, unlike its time, does not move with the
+// machine's load. It runs only with REDLIMIT_CALLGRIND=<addr>,<pid>: a
+// redis-server of its own started under
+//
+//	valgrind --tool=callgrind --instr-atstart=no redis-server --port <port> --save '' --appendonly no
+//
+// which it empties (FLUSHALL) and whose instrumentation it switches on
+// around each case only (callgrind_control), so what is counted is the
+// server's whole work for the calls: reading the request, the script, the
+// reply (system calls excluded). Each case fills its keys first (3 entries each, all live),
+// then makes its calls one after another; it logs instructions per
+// decision. The figures are in docs/BENCHMARKS.md.
+func TestCallgrindCost(t *testing.T) {
+	spec := os.Getenv("REDLIMIT_CALLGRIND")
+	if spec == "" {
+		t.Skip("REDLIMIT_CALLGRIND=<addr>,<pid> not set")
+	}
+	addr, pid, _ := strings.Cut(spec, ",")
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ConnWriteTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	ctl := func(args ...string) string {
+		out, err := exec.Command("callgrind_control", append(args, pid)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("callgrind_control %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+	// measure counts the instructions of run(0..calls-1), each making per
+	// decisions.
+	measure := func(name string, calls, per int, run func(i int)) {
+		if only := os.Getenv("REDLIMIT_CALLGRIND_ONLY"); only != "" && !strings.Contains(name, only) {
+			return
+		}
+		ctl("-z")
+		ctl("-i", "on")
+		for i := range calls {
+			run(i)
+		}
+		if os.Getenv("REDLIMIT_CALLGRIND_DUMP") != "" {
+			ctl("--dump=" + strings.ReplaceAll(name, " ", "_"))
+		}
+		out := ctl("-e", "Ir") // only while instrumentation is on
+		ctl("-i", "off")
+		var total float64
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line)
+			if len(f) == 3 && f[0] == "Th" {
+				x, err := strconv.ParseFloat(strings.ReplaceAll(f[2], ",", ""), 64)
+				if err != nil {
+					t.Fatalf("%q: %v", line, err)
+				}
+				total += x
+			}
+		}
+		t.Logf("%-44s %8.0f instructions per decision", name, total/float64(calls*per))
+	}
+	// Keys of an earlier run expiring, or the keyspace growing, would be
+	// counted with the calls: the server starts each run empty.
+	if err := client.Do(ctx, client.B().Flushall().Sync().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	const keys = 1000
+	p := "cg" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	single, err := redisstore.New(client, redisstore.WithBatching(false), redisstore.WithPrefix(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logLimit := redlimit.PerMinute(redlimit.MaxLogCount).SlidingLog()
+	allow := func(key string, l redlimit.Limit, cost int64, want bool) {
+		r, err := single.AllowN(ctx, key, l, cost)
+		if err != nil || r.Allowed != want {
+			t.Fatalf("%s: %+v, %v: want allowed %v", key, r, err, want)
+		}
+	}
+	for i := range 3 * keys {
+		allow("u"+strconv.Itoa(i%keys), logLimit, 1, true)
+	}
+	measure("sliding_log allowed, cost 1, unbatched", 2*keys, 1, func(i int) { allow("u"+strconv.Itoa(i%keys), logLimit, 1, true) })
+
+	deny := redlimit.PerHour(3).SlidingLog()
+	for i := range 3 * keys {
+		allow("d"+strconv.Itoa(i%keys), deny, 1, true)
+	}
+	measure("sliding_log denied, cost 1, unbatched", keys, 1, func(i int) { allow("d"+strconv.Itoa(i%keys), deny, 1, false) })
+
+	const batch = 64
+	reqs := make([]redlimit.Request, batch)
+	batchKeys := func(i int) []redlimit.Request {
+		for j := range reqs {
+			reqs[j] = redlimit.Request{Key: "b" + strconv.Itoa((i*batch+j)%keys), Limit: logLimit, Cost: 1}
+		}
+		return reqs
+	}
+	decide := func(i int) {
+		res, err := single.DecideBatch(ctx, batchKeys(i), nil)
+		if err != nil || !res[0].Allowed || !res[batch-1].Allowed {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	}
+	for i := range 3 * keys / batch {
+		decide(i)
+	}
+	measure("sliding_log allowed, cost 1, in a batch of 64", 2*keys/batch, batch, decide)
+
+	textbook := rueidis.NewLuaScript(`redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+local n = redis.call('ZCARD', KEYS[1])
+if n < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  return 1
+end
+return 0`)
+	tb := func(i int) {
+		args := []string{strconv.FormatInt(time.Now().UnixMicro(), 10), "60000000", strconv.Itoa(redlimit.MaxLogCount), "60"}
+		if err := textbook.Exec(ctx, client, []string{p + "t" + strconv.Itoa(i%keys)}, args).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 * keys {
+		tb(i)
+	}
+	measure("textbook script (client clock), allowed", 2*keys, 1, tb)
+
+	empty := rueidis.NewLuaScript(`return {1,2,3,4,5}`)
+	measure("any EVALSHA (return {1,2,3,4,5})", keys, 1, func(i int) {
+		if err := empty.Exec(ctx, client, []string{p + "e"}, nil).Error(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
