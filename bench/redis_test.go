@@ -171,10 +171,10 @@ func redisCases() []redisCase {
 	cases = append(cases, redisCase{name: "sliding_log_textbook/rueidis", new: textbookSlidingLog})
 	cases = append(cases, redisCase{name: "redis_rate/last", new: redisRate})
 	// One hot key, with a limit far above the load (a sliding log may not
-	// count that high).
+	// count that high: its limit is MaxLogCount per 100 ms, 1,000,000/s).
 	hot := redlimit.PerMinute(hotPerMinute)
 	cases = append(cases, redisCase{name: "hot_key/redis_rate", new: redisRateAt(redis_rate.PerMinute(hotPerMinute)), keys: 1})
-	for _, l := range []redlimit.Limit{hot.FixedWindow(), hot.SlidingWindow(), hot.TokenBucket(hotPerMinute)} {
+	for _, l := range []redlimit.Limit{hot.FixedWindow(), hot.SlidingWindow(), hot.TokenBucket(hotPerMinute), redlimit.Per(redlimit.MaxLogCount, 100*time.Millisecond).SlidingLog()} {
 		cases = append(cases,
 			redisCase{name: "hot_key/" + l.Algorithm.String() + "/rueidis", new: redlimitRueidis(l), keys: 1},
 			redisCase{name: "hot_key/" + l.Algorithm.String() + "/rueidis-unbatched", new: redlimitRueidis(l, redisstore.WithBatching(false)), keys: 1},
