@@ -124,6 +124,19 @@ func TestCallgrindCost(t *testing.T) {
 	}
 	measure("sliding_log allowed, cost 1, in a batch of 64", 2*keys/batch, batch, decide)
 
+	denyKeys := func(i int) []redlimit.Request {
+		for j := range reqs {
+			reqs[j] = redlimit.Request{Key: "d" + strconv.Itoa((i*batch+j)%keys), Limit: deny, Cost: 1}
+		}
+		return reqs
+	}
+	measure("sliding_log denied, cost 1, in a batch of 64", keys/batch, batch, func(i int) {
+		res, err := single.DecideBatch(ctx, denyKeys(i), nil)
+		if err != nil || res[0].Allowed || res[batch-1].Allowed {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	})
+
 	textbook := rueidis.NewLuaScript(`redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
 local n = redis.call('ZCARD', KEYS[1])
 if n < tonumber(ARGV[3]) then

@@ -76,9 +76,8 @@ local LOG_MERGES = 2 -- the most entries one debit merges
 -- merged (it is only trimmed), and neither is the one the debit adds to.
 --
 -- A log thus keeps at most L live entries under a fixed L (of L + 1, the
--- oldest has L units after it), as admissions do; and as every write trims
--- up to two expired entries and adds at most one, at most L + 2 members
--- with the base (DEBITS.md allows 2 * L + 3). After L was lowered, a write
+-- oldest has L units after it), as admissions do, beside the expired ones
+-- log_append has not trimmed yet (log.lua). After L was lowered, a write
 -- leaves one member fewer until the log is back within.
 --
 -- (With L raised later, merged units stay live longer than in an exact log:

@@ -11,12 +11,8 @@
 -- Members are unique (cum only grows) and so are scores: a request is
 -- stamped at the later of now and the newest time, and merged into the
 -- newest entry when that is its instant, so times never go back and ranks
--- follow cum. An allowed request trims at most two entries expired before
--- the newest entry was made, and adds at most one: no call does unbounded
--- work, and the expired entries left behind shrink by one per request.
--- (Entries that expire only because the request moves the newest time on
--- stay until the next, so that a refund that takes the request out leaves
--- the log as it was.)
+-- follow cum. A write adds at most one entry and trims a bounded number of
+-- expired ones (see LOG_TRIM_EVERY): no call does unbounded work.
 local LOG_CUM = 9007199254740992 -- 2^53
 
 -- log_units returns the units from cum a to cum b.
