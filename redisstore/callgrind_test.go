@@ -137,6 +137,19 @@ func TestCallgrindCost(t *testing.T) {
 		}
 	})
 
+	// The other algorithms, one call each, for comparison.
+	for _, l := range []redlimit.Limit{
+		redlimit.PerMinute(1000).FixedWindow(),
+		redlimit.PerMinute(1000).SlidingWindow(),
+		redlimit.PerMinute(1000).TokenBucket(1000),
+	} {
+		name := l.Algorithm.String()
+		for i := range keys {
+			allow(name+strconv.Itoa(i), l, 1, true)
+		}
+		measure(name+" allowed, cost 1, unbatched", keys, 1, func(i int) { allow(name+strconv.Itoa(i%keys), l, 1, true) })
+	}
+
 	textbook := rueidis.NewLuaScript(`redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
 local n = redis.call('ZCARD', KEYS[1])
 if n < tonumber(ARGV[3]) then

@@ -117,7 +117,7 @@ local function run_windows(key, i, e, check, span)
   end
   if add == 0 then return end
   if lw ~= w0 then windows_retire(key, h, lw - span + 1) end
-  redis.call('HINCRBY', key, string.format('%d', lw), add)
+  redis.call('HINCRBY', key, str(lw), add)
   if ttl ~= nil then redis.call('PEXPIRE', key, ms(ttl)) end
 end
 

@@ -49,8 +49,8 @@ if op == 'reset' then
     local span = 2 * tonumber(ARGV[j + 2])
     if tonumber(ARGV[j + 1]) == TOKEN_BUCKET then span = tonumber(ARGV[j + 4]) * tonumber(ARGV[j + 5]) end
     local ttl, left = ms(span), redis.call('PTTL', KEYS[i])
-    if left > tonumber(ttl) then ttl = string.format('%d', left) end
-    redis.call('SET', KEYS[i] .. ':reset', string.format('%d', now), 'PX', ttl)
+    if left > tonumber(ttl) then ttl = str(left) end
+    redis.call('SET', KEYS[i] .. ':reset', str(now), 'PX', ttl)
     redis.call('DEL', KEYS[i])
   end
   return { now }

@@ -14,7 +14,7 @@
 -- found in keeps the rest.
 local function windows_refund(key, W, span, n, mark)
   local w = mark / W - span
-  local field = string.format('%d', w)
+  local field = str(w)
   local c = tonumber(redis.call('HGET', key, field) or '0')
   if c == 0 then
     field = 'p' .. field
@@ -56,9 +56,9 @@ local LOG_REFUND = 64 -- the most entries a sliding log's refund rewrites
 -- since.
 local function sliding_log_refund(key, W, n, mark)
   local stamp = mark - W
-  local es = redis.call('ZRANGEBYSCORE', key, string.format('%d', stamp), '+inf', 'WITHSCORES', 'LIMIT', 0, LOG_REFUND + 2)
+  local es = redis.call('ZRANGEBYSCORE', key, str(stamp), '+inf', 'WITHSCORES', 'LIMIT', 0, LOG_REFUND + 2)
   if #es == 0 or tonumber(es[2]) ~= stamp or #es > 2 * (LOG_REFUND + 1) then return end
-  local before = redis.call('ZREVRANGEBYSCORE', key, '(' .. string.format('%d', stamp), '-inf', 'LIMIT', 0, 1)
+  local before = redis.call('ZREVRANGEBYSCORE', key, '(' .. str(stamp), '-inf', 'LIMIT', 0, 1)
   if #before == 0 then return end
   local x, cum = n, tonumber(es[1])
   local units = log_units(tonumber(before[1]) or 0, cum)
@@ -67,11 +67,11 @@ local function sliding_log_refund(key, W, n, mark)
   for i = 1, #es, 2 do gone[#gone + 1] = es[i] end
   if units > x then
     adds[#adds + 1] = es[2]
-    adds[#adds + 1] = string.format('%d', log_units(x, cum))
+    adds[#adds + 1] = str(log_units(x, cum))
   end
   for i = 3, #es, 2 do
     adds[#adds + 1] = es[i + 1]
-    adds[#adds + 1] = string.format('%d', log_units(x, tonumber(es[i])))
+    adds[#adds + 1] = str(log_units(x, tonumber(es[i])))
   end
   redis.call('ZREM', key, unpack(gone))
   if #adds > 2 then redis.call(unpack(adds)) end

@@ -13,7 +13,7 @@ local FIXED_WINDOW, SLIDING_LOG, SLIDING_WINDOW, TOKEN_BUCKET = 1, 2, 3, 4
 -- in it.
 local function windows_add(key, h, lw, w, span, cost, ttl_ms)
   if lw ~= w then windows_retire(key, h, w - span + 1) end
-  redis.call('HINCRBY', key, string.format('%d', w), cost)
+  redis.call('HINCRBY', key, str(w), cost)
   if lw ~= w then redis.call('PEXPIRE', key, ttl_ms) end
 end
 
@@ -103,7 +103,7 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
     local s, add = writes[i], adds[i]
     if s and (add or all) then
       local key, alg, cost, ttl = keys[k0 + i], tonumber(args[j + 1]), args[j + 6], ms(out[o + 4 * i])
-      if add then cost = string.format('%d', add) end
+      if add then cost = str(add) end
       if alg == FIXED_WINDOW then
         windows_add(key, s[1], s[2], s[3], FIXED_WINDOW_SPAN, cost, ttl)
       elseif alg == SLIDING_LOG then

@@ -10,7 +10,7 @@ local function fixed_window_one(key, allow, W, L, n, cost)
   local ok, rem, retry, reset
   if allow and n <= L then
     local w = math.floor(now / W)
-    local field = string.format('%d', w)
+    local field = str(w)
     local c = redis.call('HINCRBY', key, field, cost)
     if c ~= n then
       -- The field was there, so w is the key's latest window, and held c - n.
@@ -31,7 +31,7 @@ local function fixed_window_one(key, allow, W, L, n, cost)
     -- The clock went back before the key's window: count it there.
     redis.call('HDEL', key, field)
     ok, rem, retry, reset, w = fixed_window_check(now, W, L, n, lw, lc)
-    if ok then redis.call('HINCRBY', key, string.format('%d', w), cost) end
+    if ok then redis.call('HINCRBY', key, str(w), cost) end
     return ok, rem, retry, reset
   end
   local lw, lc = windows_read(key)

@@ -7,7 +7,7 @@ local function sliding_window_one(key, allow, W, L, n, cost)
   local ok, rem, retry, reset, w = sliding_window_check(now, W, L, n, lw, lc, pc)
   if ok and allow then
     if lw ~= w then windows_retire(key, h, w - SLIDING_WINDOW_SPAN + 1) end
-    redis.call('HINCRBY', key, string.format('%d', w), cost)
+    redis.call('HINCRBY', key, str(w), cost)
     if lw ~= w then redis.call('PEXPIRE', key, ms(reset)) end
   end
   return ok, rem, retry, reset

@@ -47,6 +47,6 @@ end
 -- the record given, last, epoch (given nil: none), its last moved to t if
 -- later: the instant of an admission or debit counted, 0 for none.
 local function token_bucket_value(tat, given, last, epoch, t)
-  if given == nil then return string.format('%d', tat) end
+  if given == nil then return str(tat) end
   return string.format('%d %d %d %d', tat, given, math.max(last, t), epoch)
 end

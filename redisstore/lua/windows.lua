@@ -12,17 +12,27 @@
 
 -- windows_read returns the key's latest window index (nil for none), its
 -- count, the count of the window before it, and the hash as HGETALL gave it.
+-- Each field is parsed once (a "p" field is not a window's, and is skipped
+-- by its first byte): the window before the latest, if live, is the
+-- second latest.
 local function windows_read(key)
   local h = redis.call('HGETALL', key)
-  local lw, lc, pc = nil, 0, 0
+  local lw, lc, sw, sc = nil, nil, nil, nil
   for i = 1, #h, 2 do
-    local w = tonumber(h[i])
-    if w ~= nil and (lw == nil or w > lw) then lw, lc = w, tonumber(h[i + 1]) end
+    local f = h[i]
+    if string.byte(f) ~= 112 then -- 'p'
+      local w = f + 0
+      if lw == nil or w > lw then
+        sw, sc, lw, lc = lw, lc, w, h[i + 1]
+      elseif sw == nil or w > sw then
+        sw, sc = w, h[i + 1]
+      end
+    end
   end
-  for i = 1, #h, 2 do
-    if lw ~= nil and tonumber(h[i]) == lw - 1 then pc = tonumber(h[i + 1]) end
-  end
-  return lw, lc, pc, h
+  if lw == nil then return nil, 0, 0, h end
+  local pc = 0
+  if sw == lw - 1 then pc = sc + 0 end
+  return lw, lc + 0, pc, h
 end
 
 -- windows_retire runs when window w becomes the key's latest (h as
