@@ -32,8 +32,9 @@
 -- decide holds each algorithm's function by its number as text.
 local decide = { ['1'] = fixed_window_one, ['2'] = sliding_log_one, ['3'] = sliding_window_one, ['4'] = token_bucket_one }
 
--- num is x + 0 for the values of ARGV, parsed once per call: a batch's
--- decisions share their periods, counts and costs.
+-- num is s + 0 for the values of ARGV, parsed once per call: a batch's
+-- decisions share their periods, counts and costs (callers look in nums
+-- first, which saves a call).
 local nums = {}
 local function num(s)
   local x = nums[s]
@@ -106,8 +107,8 @@ local function run_windows(key, i, e, check, span)
   local w0, add, ttl = lw, 0, nil
   for k = i, e do
     local j = at[k]
-    local n = num(ARGV[j + 4])
-    local ok, rem, retry, reset, w, c, p = check(now, num(ARGV[j + 2]), num(ARGV[j + 3]), n, lw, lc, pc)
+    local n = (nums[ARGV[j + 4]] or num(ARGV[j + 4]))
+    local ok, rem, retry, reset, w, c, p = check(now, (nums[ARGV[j + 2]] or num(ARGV[j + 2])), (nums[ARGV[j + 3]] or num(ARGV[j + 3])), n, lw, lc, pc)
     if ok and ARGV[j] == 'a' then
       if w ~= lw then ttl = reset end
       lw, lc, add = w, c, add + n
@@ -127,7 +128,7 @@ local function run_bucket(key, i, e)
   local ttl
   for k = i, e do
     local j = at[k]
-    local ok, rem, retry, reset, t = token_bucket_check(now, num(ARGV[j + 2]), num(ARGV[j + 3]), num(ARGV[j + 4]), tat)
+    local ok, rem, retry, reset, t = token_bucket_check(now, (nums[ARGV[j + 2]] or num(ARGV[j + 2])), (nums[ARGV[j + 3]] or num(ARGV[j + 3])), (nums[ARGV[j + 4]] or num(ARGV[j + 4])), tat)
     if ok and ARGV[j] == 'a' then tat, ttl = t, reset end
     put(ok, rem, retry, reset)
   end
@@ -140,8 +141,8 @@ local function run_log(key, i, e, W)
   local stored, last, add, ttl = c, newest, 0, nil
   for k = i, e do
     local j = at[k]
-    local n = num(ARGV[j + 4])
-    local ok, rem, retry, reset = sliding_log_check(key, now, W, num(ARGV[j + 3]), n, t, c, last, base, stored)
+    local n = (nums[ARGV[j + 4]] or num(ARGV[j + 4]))
+    local ok, rem, retry, reset = sliding_log_check(key, now, W, (nums[ARGV[j + 3]] or num(ARGV[j + 3])), n, t, c, last, base, stored)
     if ok and ARGV[j] == 'a' then c, last, add, ttl = c + n, t, add + n, reset end
     put(ok, rem, retry, reset)
   end
@@ -166,11 +167,11 @@ while i <= d do
     elseif e > i and alg == '4' then
       run_bucket(key, i, e)
     elseif e > i and alg == '2' then
-      run_log(key, i, e, num(ARGV[j + 2]))
+      run_log(key, i, e, (nums[ARGV[j + 2]] or num(ARGV[j + 2])))
     else
       for k = i, e do
         local j = at[k]
-        put(decide[alg](key, ARGV[j] == 'a', num(ARGV[j + 2]), num(ARGV[j + 3]), num(ARGV[j + 4]), ARGV[j + 4]))
+        put(decide[alg](key, ARGV[j] == 'a', (nums[ARGV[j + 2]] or num(ARGV[j + 2])), (nums[ARGV[j + 3]] or num(ARGV[j + 3])), (nums[ARGV[j + 4]] or num(ARGV[j + 4])), ARGV[j + 4]))
       end
     end
     i = e + 1
