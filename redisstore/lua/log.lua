@@ -76,7 +76,10 @@ end
 -- entry holds one unit.
 local function log_unit_at(key, t, W, base, k)
   if k == 1 then
-    return redis.call('ZRANGE', key, '(' .. str(t - W), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')[2] + 0
+    -- A live unit is in an entry after t - W; were there none (a log
+    -- changed by hand), the newest entry's time: the strict side.
+    local e = redis.call('ZRANGE', key, '(' .. str(t - W), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+    return (e[2] or t) + 0
   end
   local rank = log_rank(key, t - W)
   local lo, hi = rank - 1, rank + k - 1
