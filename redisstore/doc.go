@@ -127,8 +127,9 @@
 //
 // No call does unbounded work: a sliding log decision makes a bounded
 // number of O(log n) calls whatever its cost (a denial of a large cost
-// searches for the entry to wait for in O(log n) probes), and trims at
-// most eight expired entries when it admits.
+// searches for the entry to wait for in O(log n) probes), and, when it
+// admits, trims at most fifteen expired entries (a write trims whenever
+// the units admitted pass a multiple of eight).
 //
 // # Debits
 //
