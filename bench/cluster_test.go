@@ -44,6 +44,7 @@ type clusterCase struct {
 
 func clusterCases() []clusterCase {
 	fw := redlimit.PerMinute(redisPerMinute).FixedWindow()
+	sl := redlimit.PerMinute(redisPerMinute).SlidingLog()
 	hot := redlimit.PerMinute(hotPerMinute).FixedWindow()
 	three := []redlimit.Limit{
 		redlimit.PerMinute(redisPerMinute).FixedWindow(),
@@ -73,6 +74,9 @@ func clusterCases() []clusterCase {
 		cases = append(cases, clusterCase{name: "spread/fixed_window/" + m.name, opts: m.opts, reqs: one(fw)})
 	}
 	for _, m := range modes {
+		cases = append(cases, clusterCase{name: "spread/sliding_log/" + m.name, opts: m.opts, reqs: one(sl)})
+	}
+	for _, m := range modes {
 		cases = append(cases, clusterCase{name: "hot_key/fixed_window/" + m.name, opts: m.opts, keys: 1, reqs: one(hot)})
 	}
 	for _, m := range modes {
@@ -84,7 +88,8 @@ func clusterCases() []clusterCase {
 // BenchmarkRedisCluster measures decisions per second, latency and CPU per
 // decision with 64 concurrent callers on a 3-master Redis Cluster through
 // rueidis: over 10,000 identifiers (every slot) and on one hot identifier,
-// with batches of a node, batches of a slot and no batching; and AllowAll
+// with batches of a node, batches of a slot and no batching (fixed window,
+// and the sliding log over every slot); and AllowAll
 // of three limits. srv-cpu-µs/op sums the three masters. Run it with -cpu 2.
 func BenchmarkRedisCluster(b *testing.B) {
 	cl := redisCluster(b)
