@@ -115,7 +115,7 @@ local function log_append(key, W, total, newest, top, t, n, ttl_ms)
     local x = log_rank(key, newest - W)
     if x > 1 then redis.call('ZREMRANGEBYRANK', key, '0', str(math.min(x, LOG_TRIM_MOST) - 2)) end
   end
-  local cum = str(after)
+  local cum = string.format('%d', after)
   if newest == nil then
     redis.call('ZADD', key, '-inf', 'b', str(t), cum)
   else

@@ -27,7 +27,8 @@ local NEVER = -1
 -- of their own: a script converts each value once (x + 0 parses once where
 -- tonumber parses twice), and str, which formats an integer as text,
 -- remembers what it made for the rest of the call, since a batch's
--- decisions share their now, periods and TTLs.
+-- decisions share their now, periods and TTLs (values made once each, a
+-- sliding log's cums, are formatted directly, not to fill the table).
 local texts = {}
 local function str(x)
   local s = texts[x]

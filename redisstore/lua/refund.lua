@@ -67,11 +67,11 @@ local function sliding_log_refund(key, W, n, mark)
   for i = 1, #es, 2 do gone[#gone + 1] = es[i] end
   if units > x then
     adds[#adds + 1] = es[2]
-    adds[#adds + 1] = str(log_units(x, cum))
+    adds[#adds + 1] = string.format('%d', log_units(x, cum))
   end
   for i = 3, #es, 2 do
     adds[#adds + 1] = es[i + 1]
-    adds[#adds + 1] = str(log_units(x, tonumber(es[i])))
+    adds[#adds + 1] = string.format('%d', log_units(x, tonumber(es[i])))
   end
   redis.call('ZREM', key, unpack(gone))
   if #adds > 2 then redis.call(unpack(adds)) end
