@@ -382,3 +382,13 @@ func BenchmarkLoneCaller(b *testing.B) {
 		})
 	}
 }
+
+// TestKeyAllocs: a decision's Redis key is one allocation, its string (it
+// is made for every decision, batched or not).
+func TestKeyAllocs(t *testing.T) {
+	_, s := ownServerStore(t)
+	l := redlimit.PerHour(100).SlidingWindow()
+	if n := testing.AllocsPerRun(100, func() { _ = s.KeyOf("user-42", l) }); n > 1 {
+		t.Errorf("a key costs %v allocations, want 1", n)
+	}
+}
