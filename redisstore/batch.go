@@ -75,11 +75,11 @@ type pending struct {
 	req   redlimit.Request // one limit
 	key   string           // its Redis key
 	reqs  []redlimit.Request
-	keys  []string // several limits (reqs not nil): their Redis keys, one hash tag
-	slot  int      // the Cluster slot of the keys
-	state int      // queued, sent or cancelled; under the batcher's mu
-	out   outcome  // the answer, filled by the call that decides it
-	done  chan outcome
+	keys  []string      // several limits (reqs not nil): their Redis keys, one hash tag
+	slot  int           // the Cluster slot of the keys
+	state int           // queued, sent or cancelled; under the batcher's mu
+	out   outcome       // the answer, filled by the call that decides it
+	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
 }
 
 const (
@@ -159,17 +159,17 @@ func (b *batcher) decide(p *pending) outcome {
 			return o
 		}
 		p.state = sent
-		p.done = make(chan outcome, 1)
+		p.done = make(chan struct{}, 1)
 		b.mu.Unlock()
 		b.s.runners.Go(batchRun{b: b, alone: p})
 	} else {
-		p.done = make(chan outcome, 1)
+		p.done = make(chan struct{}, 1)
 		b.queue = append(b.queue, p)
 		b.mu.Unlock()
 	}
 	select {
-	case o := <-p.done:
-		return o
+	case <-p.done:
+		return p.out
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -181,8 +181,8 @@ func (b *batcher) decide(p *pending) outcome {
 	b.mu.Unlock()
 	if st == sent {
 		select {
-		case o := <-p.done:
-			return o
+		case <-p.done:
+			return p.out
 		default:
 		}
 	}
@@ -216,7 +216,8 @@ type batchRun struct {
 
 func (r batchRun) run() {
 	if p := r.alone; p != nil {
-		p.done <- r.b.s.decideAlone(p.ctx, p, r.b.s.scriptTime())
+		p.out = r.b.s.decideAlone(p.ctx, p, r.b.s.scriptTime())
+		p.done <- struct{}{}
 		r.batch = r.b.take(nil)
 	}
 	r.b.run(r.batch)
@@ -289,13 +290,14 @@ func (b *batcher) send(batch []*pending) {
 	at := b.s.scriptTime()
 	if len(batch) == 1 {
 		p := batch[0]
-		p.done <- b.s.decideAlone(ctx, p, at)
+		p.out = b.s.decideAlone(ctx, p, at)
+		p.done <- struct{}{}
 		return
 	}
 	sortRuns(batch)
 	b.s.sendBatch(ctx, batch, at, b.node)
 	for _, p := range batch {
-		p.done <- p.out
+		p.done <- struct{}{}
 	}
 }
 
