@@ -105,7 +105,8 @@ func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
 //
 // A call has its budget (see budget), and the caller gets an answer within
 // it even if the client library has not answered: the late answer is then
-// dropped by the worker that made the call (see workers). A store that has
+// dropped by the worker that made the call (see workers), or, for a store
+// that returns by its context's end (see contextBound), by the store. A store that has
 // not answered within the budget has failed, whoever's deadline set it; a
 // caller that went away has not made it fail. The one probe of the
 // half-open breaker is judged by Options.Timeout instead (see probe).
