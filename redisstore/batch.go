@@ -120,24 +120,26 @@ func (p *pending) limits() int {
 // newPending returns the pending decision of op on reqs (AllowAll's,
 // opAllow, when several or a debit), whose Redis keys share one slot.
 func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Request) *pending {
-	p := &pending{ctx: ctx, op: op}
 	if len(reqs) == 1 && !reqs[0].Debit {
-		p.req = reqs[0]
-		p.key = s.key(hashTag(p.req.Key), p.req.Limit)
-	} else {
-		p.reqs = reqs
-		p.keys = make([]string, len(reqs))
-		for i, r := range reqs {
-			p.keys[i] = s.key(hashTag(r.Key), r.Limit)
-		}
+		return s.newPendingOne(ctx, op, reqs[0])
+	}
+	p := &pending{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs))}
+	for i, r := range reqs {
+		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
 	// Only Cluster routes by slot: one server needs no CRC16 per decision.
 	if s.batches.slots != nil || s.batches.nodes != nil {
-		if p.reqs == nil {
-			p.slot = keySlot(p.key)
-		} else {
-			p.slot = keySlot(p.keys[0])
-		}
+		p.slot = keySlot(p.keys[0])
+	}
+	return p
+}
+
+// newPendingOne is newPending of the one request r, not a debit, as AllowN
+// and Peek make it: with no slice of one request to allocate.
+func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
+	p := &pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit)}
+	if s.batches.slots != nil || s.batches.nodes != nil {
+		p.slot = keySlot(p.key)
 	}
 	return p
 }

@@ -160,7 +160,7 @@ func (s *Store) decideOne(ctx context.Context, op, key string, limit redlimit.Li
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
-	p := s.newPending(ctx, op, []redlimit.Request{{Key: key, Limit: limit, Cost: n}})
+	p := s.newPendingOne(ctx, op, redlimit.Request{Key: key, Limit: limit, Cost: n})
 	o := s.decidePending(p)
 	return o.res, o.err
 }

@@ -96,6 +96,9 @@ func TestAskAllocs(t *testing.T) {
 		}
 	})
 	t.Logf("AllowN: %v allocations through the Limiter, %v on the store alone", plain, direct)
+	if direct > maxStoreAllocs+allocNoise {
+		t.Errorf("redisstore's AllowN alone: %v allocations, want at most %d", direct, maxStoreAllocs)
+	}
 	if wrapper := plain - direct; wrapper > maxWrapperAllocs+allocNoise {
 		t.Errorf("the Limiter adds %.1f allocations to its store's AllowN (%v against %v), want at most %d", wrapper, plain, direct, maxWrapperAllocs)
 	}
@@ -113,6 +116,13 @@ func TestAskAllocs(t *testing.T) {
 		t.Errorf("a cancelable caller's call: %.1f allocations more than a plain one's (%v against %v; its context: %v); want at most 2", extra, cancelable, plain, ownAllocs)
 	}
 }
+
+// maxStoreAllocs is what redisstore's AllowN allocates on rueidis, for a
+// caller without a context's end (measured): the pending decision and its
+// key, the script's keys, arguments and formatted numbers, and rueidis's
+// command and reply. (Nine with AllowN's slice of one request, which it no
+// longer makes.)
+const maxStoreAllocs = 8
 
 // maxWrapperAllocs is what the Limiter allocates on an AllowN the store
 // answers, for a caller without a deadline (measured): the call's context
