@@ -30,7 +30,12 @@ const (
 // arrival order, each if it still fits. A caller that finds no call in
 // flight is sent at once, with the script it would run without batching,
 // so an idle Store adds no delay. Without batching, every decision is a
-// script call of its own. On Redis Cluster a batch is of one node (see
+// script call of its own.
+//
+// With batching, [Store.AllowN] and [Store.Peek] return by the end of
+// their context (its deadline, or its cancellation) even if the client
+// library has not answered: their script calls are made on goroutines the
+// Store keeps, never on the caller's (see [Store.ReturnsByContext]). On Redis Cluster a batch is of one node (see
 // [WithNodeBatches]); an AllowAll of several identifiers is decided in
 // groups (see [Store.AllowAll]), each batched with the node's decisions.
 func WithBatching(on bool) Option {
@@ -38,6 +43,15 @@ func WithBatching(on bool) Option {
 		s.noBatching = !on
 		return nil
 	}
+}
+
+// ReturnsByContext reports whether [Store.AllowN] and [Store.Peek] return
+// by the end of their context even if the client library does not answer
+// (see [WithBatching]): true with batching on, on a backend that batches
+// (not a go-redis Ring). A caller that has to answer by a deadline can
+// then call them on its own goroutine (resilient does).
+func (s *Store) ReturnsByContext() bool {
+	return s.batches.mode != batchNone && !s.batchScriptAlways
 }
 
 // batcher groups the decisions bound for one destination (a standalone
@@ -61,11 +75,11 @@ type pending struct {
 	req   redlimit.Request // one limit
 	key   string           // its Redis key
 	reqs  []redlimit.Request
-	keys  []string // several limits (reqs not nil): their Redis keys, one hash tag
-	slot  int      // the Cluster slot of the keys
-	state int      // queued, sent or cancelled; under the batcher's mu
-	out   outcome  // the answer, filled by the call that decides it
-	done  chan outcome
+	keys  []string      // several limits (reqs not nil): their Redis keys, one hash tag
+	slot  int           // the Cluster slot of the keys
+	state int           // queued, sent or cancelled; under the batcher's mu
+	out   outcome       // the answer, filled by the call that decides it
+	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
 }
 
 const (
@@ -106,47 +120,58 @@ func (p *pending) limits() int {
 // newPending returns the pending decision of op on reqs (AllowAll's,
 // opAllow, when several or a debit), whose Redis keys share one slot.
 func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Request) *pending {
-	p := &pending{ctx: ctx, op: op}
 	if len(reqs) == 1 && !reqs[0].Debit {
-		p.req = reqs[0]
-		p.key = s.key(hashTag(p.req.Key), p.req.Limit)
-	} else {
-		p.reqs = reqs
-		p.keys = make([]string, len(reqs))
-		for i, r := range reqs {
-			p.keys[i] = s.key(hashTag(r.Key), r.Limit)
-		}
+		return s.newPendingOne(ctx, op, reqs[0])
+	}
+	p := &pending{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs))}
+	for i, r := range reqs {
+		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
 	// Only Cluster routes by slot: one server needs no CRC16 per decision.
 	if s.batches.slots != nil || s.batches.nodes != nil {
-		if p.reqs == nil {
-			p.slot = keySlot(p.key)
-		} else {
-			p.slot = keySlot(p.keys[0])
-		}
+		p.slot = keySlot(p.keys[0])
 	}
 	return p
 }
 
-// decide decides p through b and returns its outcome.
+// newPendingOne is newPending of the one request r, not a debit, as AllowN
+// and Peek make it: with no slice of one request to allocate.
+func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
+	p := &pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit)}
+	if s.batches.slots != nil || s.batches.nodes != nil {
+		p.slot = keySlot(p.key)
+	}
+	return p
+}
+
+// decide decides p through b and returns its outcome, by the end of p's
+// context whatever the client library does.
 func (b *batcher) decide(p *pending) outcome {
 	ctx := p.ctx
 	b.mu.Lock()
 	if !b.busy {
 		// Nothing in flight: this caller's call goes now, as it would
-		// without batching, and whatever arrives meanwhile follows it.
+		// without batching, and whatever arrives meanwhile follows it; on
+		// a kept goroutine, unless the caller cannot give up.
 		b.busy = true
+		if ctx.Done() == nil {
+			b.mu.Unlock()
+			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
+			b.next()
+			return o
+		}
+		p.state = sent
+		p.done = make(chan struct{}, 1)
 		b.mu.Unlock()
-		o := b.s.decideAlone(ctx, p, b.s.scriptTime())
-		b.next()
-		return o
+		b.s.runners.Go(batchRun{b: b, alone: p})
+	} else {
+		p.done = make(chan struct{}, 1)
+		b.queue = append(b.queue, p)
+		b.mu.Unlock()
 	}
-	p.done = make(chan outcome, 1)
-	b.queue = append(b.queue, p)
-	b.mu.Unlock()
 	select {
-	case o := <-p.done:
-		return o
+	case <-p.done:
+		return p.out
 	case <-ctx.Done():
 	}
 	b.mu.Lock()
@@ -158,8 +183,8 @@ func (b *batcher) decide(p *pending) outcome {
 	b.mu.Unlock()
 	if st == sent {
 		select {
-		case o := <-p.done:
-			return o
+		case <-p.done:
+			return p.out
 		default:
 		}
 	}
@@ -175,8 +200,29 @@ func (b *batcher) decide(p *pending) outcome {
 func (b *batcher) next() {
 	batch := b.take(nil)
 	if batch != nil {
-		go b.run(batch)
+		b.s.runners.Go(batchRun{b: b, batch: batch})
 	}
+}
+
+// maxRunners bounds the goroutines a Store keeps waiting between the
+// batches they send: one per destination busy at a time.
+const maxRunners = 16
+
+// batchRun is what a Store's kept goroutine does for b: decide alone, if
+// not nil, then batch, then every batch that queues meanwhile.
+type batchRun struct {
+	b     *batcher
+	alone *pending
+	batch []*pending
+}
+
+func (r batchRun) run() {
+	if p := r.alone; p != nil {
+		p.out = r.b.s.decideAlone(p.ctx, p, r.b.s.scriptTime())
+		p.done <- struct{}{}
+		r.batch = r.b.take(nil)
+	}
+	r.b.run(r.batch)
 }
 
 // take returns the next batch from the queue, in arrival order, within the
@@ -246,13 +292,14 @@ func (b *batcher) send(batch []*pending) {
 	at := b.s.scriptTime()
 	if len(batch) == 1 {
 		p := batch[0]
-		p.done <- b.s.decideAlone(ctx, p, at)
+		p.out = b.s.decideAlone(ctx, p, at)
+		p.done <- struct{}{}
 		return
 	}
 	sortRuns(batch)
 	b.s.sendBatch(ctx, batch, at, b.node)
 	for _, p := range batch {
-		p.done <- p.out
+		p.done <- struct{}{}
 	}
 }
 

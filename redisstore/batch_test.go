@@ -267,6 +267,56 @@ func TestBatchCancellation(t *testing.T) {
 	}
 }
 
+// TestReturnsByContextWhenClientHangs shows that AllowN and Peek return by
+// the end of their context even when the client library does not (here it
+// ignores the context, and the server is paused): the caller who found
+// nothing in flight, and those who queued behind it, get their contexts'
+// errors at their deadlines.
+func TestReturnsByContextWhenClientHangs(t *testing.T) {
+	srv, s := ownServerStore(t, redisstore.WithClientDeafToContext())
+	if !s.ReturnsByContext() {
+		t.Fatal("ReturnsByContext false with batching on")
+	}
+	l := redlimit.PerHour(10).FixedWindow()
+	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Resume()
+	const deadline = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	first := goAllow(s, ctx, "first", l)
+	waitUntil(t, "the first call is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+	queued := goAllow(s, ctx, "queued", l)
+	peeked := make(chan answer, 1)
+	go func() {
+		r, err := s.Peek(ctx, "peeked", l, 1)
+		peeked <- answer{r, err}
+	}()
+	for _, c := range []struct {
+		what string
+		ch   chan answer
+	}{{"the first caller", first}, {"a queued caller", queued}, {"a queued Peek", peeked}} {
+		a := receive(t, c.what, c.ch)
+		took := time.Since(start)
+		if !errors.Is(a.err, context.DeadlineExceeded) {
+			t.Errorf("%s: %+v, %v; want context.DeadlineExceeded", c.what, a.r, a.err)
+		}
+		// A wide margin for a busy machine: without the bound, the call
+		// waits for the server, paused until the test ends.
+		if took > deadline+2*time.Second {
+			t.Errorf("%s answered after %s with a %s deadline", c.what, took, deadline)
+		}
+	}
+	if _, s2 := ownServerStore(t, redisstore.WithBatching(false)); s2.ReturnsByContext() {
+		t.Error("ReturnsByContext true with batching off")
+	}
+}
+
 // TestBatchErrorReachesEveryCaller shows that when a batch call fails, every
 // caller in it gets the error: with the server paused, caller 1 is in
 // flight and callers 2 and 3 wait; caller 2's key holds a string, on which
@@ -330,5 +380,15 @@ func BenchmarkLoneCaller(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeyAllocs: a decision's Redis key is one allocation, its string (it
+// is made for every decision, batched or not).
+func TestKeyAllocs(t *testing.T) {
+	_, s := ownServerStore(t)
+	l := redlimit.PerHour(100).SlidingWindow()
+	if n := testing.AllocsPerRun(100, func() { _ = s.KeyOf("user-42", l) }); n > 1 {
+		t.Errorf("a key costs %v allocations, want 1", n)
 	}
 }

@@ -121,3 +121,19 @@ func (s *Store) NodeFallbacks() int64 {
 	}
 	return s.batches.nodes.fallbacks.Load()
 }
+
+// WithClientDeafToContext makes the Store's client library ignore the
+// contexts of its script calls: a call waits for Redis's answer however
+// long, as a client library that hangs would.
+func WithClientDeafToContext() Option {
+	return func(s *Store) error {
+		s.b = deafBackend{s.b}
+		return nil
+	}
+}
+
+type deafBackend struct{ backend }
+
+func (d deafBackend) eval(ctx context.Context, sc script, keys, args []string) ([]int64, error) {
+	return d.backend.eval(context.WithoutCancel(ctx), sc, keys, args)
+}

@@ -161,10 +161,12 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close waits for the refunds [Store.AllowAll] left running (at most 1 s),
-// then closes the client if the Store opened it ([Open]); a client the
-// caller gave, the caller closes, after Close.
+// ends the goroutines the Store keeps to send batches, then closes the
+// client if the Store opened it ([Open]); a client the caller gave, the
+// caller closes, after Close.
 func (s *Store) Close() error {
 	s.bg.Wait()
+	s.runners.Close()
 	if s.close != nil {
 		s.close()
 	}

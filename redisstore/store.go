@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/kept"
 )
 
 // DefaultPrefix starts every key the store writes, unless [WithPrefix] says otherwise.
@@ -21,7 +22,8 @@ const DefaultPrefix = "redlimit:"
 // Lua script, so concurrent callers on any number of servers never
 // interleave. It is safe for concurrent use. The caller owns the client and
 // closes it, after [Store.Close], which waits for the refunds still running
-// on Cluster (see [Store.AllowAll]); the Store holds no other resources.
+// on Cluster (see [Store.AllowAll]) and ends the few goroutines the Store
+// keeps to send batches (see [WithBatching]); it holds no other resources.
 type Store struct {
 	b             backend
 	prefix        string
@@ -29,10 +31,11 @@ type Store struct {
 	margin        string           // µs added to every TTL, ARGV[3]
 	close         func()           // closes a client the Store opened itself
 	onRefundError func(ctx context.Context, reqs []redlimit.Request, err error)
-	bg            sync.WaitGroup // refunds still running after AllowAll returned
-	noBatching    bool           // WithBatching(false)
-	noNodeBatches bool           // WithNodeBatches(false)
-	batches       *batchers      // route.go; set up by newStore
+	bg            sync.WaitGroup       // refunds still running after AllowAll returned
+	noBatching    bool                 // WithBatching(false)
+	noNodeBatches bool                 // WithNodeBatches(false)
+	batches       *batchers            // route.go; set up by newStore
+	runners       *kept.Pool[batchRun] // batch.go: the goroutines that send batches
 
 	batchScriptAlways bool // tests: every decision through the batch script (on Cluster, on its node)
 }
@@ -123,6 +126,7 @@ func newStore(b backend, opts []Option) (*Store, error) {
 		}
 	}
 	s.batches = newBatchers(s)
+	s.runners = kept.New(maxRunners, batchRun.run)
 	return s, nil
 }
 
@@ -156,7 +160,7 @@ func (s *Store) decideOne(ctx context.Context, op, key string, limit redlimit.Li
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
-	p := s.newPending(ctx, op, []redlimit.Request{{Key: key, Limit: limit, Cost: n}})
+	p := s.newPendingOne(ctx, op, redlimit.Request{Key: key, Limit: limit, Cost: n})
 	o := s.decidePending(p)
 	return o.res, o.err
 }

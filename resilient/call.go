@@ -105,7 +105,8 @@ func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
 //
 // A call has its budget (see budget), and the caller gets an answer within
 // it even if the client library has not answered: the late answer is then
-// dropped by the worker that made the call (see workers). A store that has
+// dropped by the worker that made the call (see workers), or, for a store
+// that returns by its context's end (see contextBound), by the store. A store that has
 // not answered within the budget has failed, whoever's deadline set it; a
 // caller that went away has not made it fail. The one probe of the
 // half-open breaker is judged by Options.Timeout instead (see probe).
@@ -148,8 +149,33 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 	return d, err
 }
 
+// inline reports whether c may be made on its caller's goroutine: an
+// AllowN or Peek of a store that returns from them by their context's end
+// (see contextBound), with nothing owed to charge first.
+func (l *Limiter) inline(c storeCall) bool {
+	return l.bound && c.grant == nil && !c.probe && c.held == nil &&
+		(c.peek != nil || len(c.reqs) == 1 && !c.reqs[0].Debit) &&
+		(l.debts == nil || l.debts.n.Load() == 0)
+}
+
+// contextBound is implemented by a store whose AllowN and Peek return by
+// their context's end even if its client library does not answer, when
+// ReturnsByContext says so (redisstore with batching): the Limiter then
+// makes those calls on the caller's goroutine, in a context that ends with
+// the budget, without handing them to a worker.
+type contextBound interface{ ReturnsByContext() bool }
+
 // bounded makes the call c within budget.
 func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration) (redlimit.Decision, error) {
+	if l.inline(c) {
+		cctx, cancel := context.WithDeadline(ctx, c.end)
+		d, err := c.call(cctx, l)
+		cancel()
+		if err == nil {
+			return d, nil
+		}
+		return redlimit.Decision{}, l.failed(ctx, c, budget, err)
+	}
 	jctx := ctx
 	var expired <-chan time.Time // the budget's end, when the caller's deadline set it
 	var ended <-chan struct{}    // the budget's end, otherwise
@@ -191,15 +217,21 @@ func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration
 		// Canceled, or its deadline came first on a busy host.
 		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
 	}
+	return redlimit.Decision{}, l.failed(ctx, c, budget, err)
+}
+
+// failed returns the error of the call c, made within budget for a caller
+// with ctx, that failed with err.
+func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
-		return redlimit.Decision{}, errCallerGone
+		return errCallerGone
 	case c.held != nil && c.held.Load():
-		return redlimit.Decision{}, fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
+		return fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
 	case budget < minBudget && errors.Is(err, context.DeadlineExceeded):
-		return redlimit.Decision{}, fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
+		return fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
 	}
-	return redlimit.Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
+	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
 var timers sync.Pool // of *time.Timer, stopped

@@ -131,6 +131,7 @@ type Limiter struct {
 	log      *slog.Logger
 	now      func() time.Time
 	workers  workers
+	bound    bool // the store's AllowN and Peek return by their context's end (see contextBound)
 
 	debts       *debts      // nil when reconciliation is off
 	once        onceDebiter // the store, if it counts a debit once per id
@@ -189,6 +190,9 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		l.debts = newDebts(cmp.Or(opts.ReconcileSize, DefaultReconcileSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
 	}
 	l.once, _ = store.(onceDebiter)
+	if b, ok := store.(contextBound); ok {
+		l.bound = b.ReturnsByContext()
+	}
 	if l.fallback == nil {
 		fb, err := memory.New()
 		if err != nil {

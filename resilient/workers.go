@@ -2,10 +2,9 @@ package resilient
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/kept"
 )
 
 // maxWorkers bounds the goroutines a Limiter keeps waiting for calls
@@ -15,17 +14,10 @@ const maxWorkers = 256
 
 // workers run the store calls of bounded and probe, off their caller's
 // goroutine, which has to be free to give up at the deadline while the
-// client library has not answered yet. The goroutines are kept and handed
-// one call after another, as grpc.NumStreamWorkers runs requests: a new
-// goroutine per call would grow its stack, by copying, to what the client
-// library needs, every time (BenchmarkAsk; docs/BENCHMARKS.md).
-type workers struct {
-	jobs chan job // unbuffered: a send succeeds only when a worker waits
-	quit chan struct{}
-	once sync.Once
-	n    atomic.Int32 // workers waiting for jobs or running one
-	max  int32
-}
+// client library has not answered yet (unless the store returns by its
+// context's end itself, see contextBound), on goroutines kept between
+// calls.
+type workers struct{ pool *kept.Pool[job] }
 
 // job is one store call, and where its answer goes.
 type job struct {
@@ -42,9 +34,7 @@ type reply struct {
 	err error
 }
 
-func newWorkers(max int32) workers {
-	return workers{jobs: make(chan job), quit: make(chan struct{}), max: max}
-}
+func newWorkers(max int32) workers { return workers{kept.New(max, job.run)} }
 
 // start hands the call c, with ctx, to a waiting worker, or to a new
 // goroutine when none waits, and returns the channel its answer comes on,
@@ -52,32 +42,8 @@ func newWorkers(max int32) workers {
 // receive it.
 func (w *workers) start(ctx context.Context, l *Limiter, c storeCall, after func(error)) <-chan reply {
 	ch := make(chan reply, 1)
-	j := job{ctx: ctx, l: l, c: c, after: after, reply: ch}
-	select {
-	case w.jobs <- j:
-	default:
-		go w.work(j)
-	}
+	w.pool.Go(job{ctx: ctx, l: l, c: c, after: after, reply: ch})
 	return ch
-}
-
-// work runs j, then stays to run further jobs, unless max workers are kept
-// already or the Limiter is closed.
-func (w *workers) work(j job) {
-	j.run()
-	if w.n.Add(1) > w.max {
-		w.n.Add(-1)
-		return
-	}
-	defer w.n.Add(-1)
-	for {
-		select {
-		case j := <-w.jobs:
-			j.run()
-		case <-w.quit:
-			return
-		}
-	}
 }
 
 func (j job) run() {
@@ -89,4 +55,4 @@ func (j job) run() {
 }
 
 // close ends the waiting workers; those running a call end after it.
-func (w *workers) close() { w.once.Do(func() { close(w.quit) }) }
+func (w *workers) close() { w.pool.Close() }
