@@ -32,10 +32,14 @@ const (
 // so an idle Store adds no delay. Without batching, every decision is a
 // script call of its own.
 //
-// With batching, [Store.AllowN] and [Store.Peek] return by the end of
-// their context (its deadline, or its cancellation) even if the client
-// library has not answered: their script calls are made on goroutines the
-// Store keeps, never on the caller's (see [Store.ReturnsByContext]). On Redis Cluster a batch is of one node (see
+// With batching, [Store.AllowN] and [Store.Peek] return by their
+// context's deadline even if the client library has not answered: the
+// script call of a caller with a deadline is made on a goroutine the Store
+// keeps, not on the caller's (see [Store.ReturnsByContext]). A lone caller
+// without a deadline (an HTTP request's context, say) makes its call on its
+// own goroutine, as without batching, which saves it a hand-off; its
+// cancellation ends the call when the client library honours it, as it
+// does. On Redis Cluster a batch is of one node (see
 // [WithNodeBatches]); an AllowAll of several identifiers is decided in
 // groups (see [Store.AllowAll]), each batched with the node's decisions.
 func WithBatching(on bool) Option {
@@ -46,10 +50,11 @@ func WithBatching(on bool) Option {
 }
 
 // ReturnsByContext reports whether [Store.AllowN] and [Store.Peek] return
-// by the end of their context even if the client library does not answer
+// by their context's deadline even if the client library does not answer
 // (see [WithBatching]): true with batching on, on a backend that batches
 // (not a go-redis Ring). A caller that has to answer by a deadline can
-// then call them on its own goroutine (resilient does).
+// then call them on its own goroutine, with that deadline (resilient
+// does).
 func (s *Store) ReturnsByContext() bool {
 	return s.batches.mode != batchNone && !s.batchScriptAlways
 }
@@ -152,9 +157,9 @@ func (b *batcher) decide(p *pending) outcome {
 	if !b.busy {
 		// Nothing in flight: this caller's call goes now, as it would
 		// without batching, and whatever arrives meanwhile follows it; on
-		// a kept goroutine, unless the caller cannot give up.
+		// a kept goroutine when the caller has a deadline to keep.
 		b.busy = true
-		if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
 			b.mu.Unlock()
 			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
 			b.next()

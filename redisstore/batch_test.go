@@ -353,11 +353,16 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 }
 
 // BenchmarkLoneCaller measures one caller's decisions one after another,
-// with batching on and off: batching must not delay a caller alone
+// with batching on and off, with a context that cannot end and with one
+// that can (an HTTP request's): batching must not delay a caller alone
 // (compare ns/op).
 func BenchmarkLoneCaller(b *testing.B) {
-	for _, on := range []bool{true, false} {
-		b.Run("batching="+strconv.FormatBool(on), func(b *testing.B) {
+	for _, mode := range []struct {
+		on         bool
+		cancelable bool
+	}{{true, false}, {true, true}, {false, false}, {false, true}} {
+		on := mode.on
+		b.Run("batching="+strconv.FormatBool(on)+"/cancelable="+strconv.FormatBool(mode.cancelable), func(b *testing.B) {
 			srv := redistest.Start(b)
 			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 			if err != nil {
@@ -370,6 +375,11 @@ func BenchmarkLoneCaller(b *testing.B) {
 			}
 			l := redlimit.PerMinute(1e9).FixedWindow()
 			ctx := context.Background()
+			if mode.cancelable {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
 			if _, err := s.AllowN(ctx, "k", l, 1); err != nil {
 				b.Fatal(err)
 			}

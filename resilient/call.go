@@ -106,7 +106,7 @@ func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
 // A call has its budget (see budget), and the caller gets an answer within
 // it even if the client library has not answered: the late answer is then
 // dropped by the worker that made the call (see workers), or, for a store
-// that returns by its context's end (see contextBound), by the store. A store that has
+// that returns by its context's deadline (see contextBound), by the store. A store that has
 // not answered within the budget has failed, whoever's deadline set it; a
 // caller that went away has not made it fail. The one probe of the
 // half-open breaker is judged by Options.Timeout instead (see probe).
@@ -150,7 +150,7 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 }
 
 // inline reports whether c may be made on its caller's goroutine: an
-// AllowN or Peek of a store that returns from them by their context's end
+// AllowN or Peek of a store that returns from them by their context's deadline
 // (see contextBound), with nothing owed to charge first.
 func (l *Limiter) inline(c storeCall) bool {
 	return l.bound && c.grant == nil && !c.probe && c.held == nil &&
@@ -159,7 +159,7 @@ func (l *Limiter) inline(c storeCall) bool {
 }
 
 // contextBound is implemented by a store whose AllowN and Peek return by
-// their context's end even if its client library does not answer, when
+// their context's deadline even if its client library does not answer, when
 // ReturnsByContext says so (redisstore with batching): the Limiter then
 // makes those calls on the caller's goroutine, in a context that ends with
 // the budget, without handing them to a worker.

@@ -131,7 +131,7 @@ type Limiter struct {
 	log      *slog.Logger
 	now      func() time.Time
 	workers  workers
-	bound    bool // the store's AllowN and Peek return by their context's end (see contextBound)
+	bound    bool // the store's AllowN and Peek return by their context's deadline (see contextBound)
 
 	debts       *debts      // nil when reconciliation is off
 	once        onceDebiter // the store, if it counts a debit once per id

@@ -15,7 +15,7 @@ const maxWorkers = 256
 // workers run the store calls of bounded and probe, off their caller's
 // goroutine, which has to be free to give up at the deadline while the
 // client library has not answered yet (unless the store returns by its
-// context's end itself, see contextBound), on goroutines kept between
+// context's deadline itself, see contextBound), on goroutines kept between
 // calls.
 type workers struct{ pool *kept.Pool[job] }
 
