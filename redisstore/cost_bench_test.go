@@ -136,16 +136,6 @@ func BenchmarkScriptCost(b *testing.B) {
 		})
 	}
 	b.Run("textbook_sliding_log/cost1_allow", func(b *testing.B) {
-		// The seed's script: the client's clock, members that collide
-		// within a microsecond, no retry-after.
-		const textbook = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
-local n = redis.call('ZCARD', KEYS[1])
-if n < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
-  redis.call('EXPIRE', KEYS[1], ARGV[4])
-  return 1
-end
-return 0`
 		srv := redistest.Start(b)
 		client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 		if err != nil {
@@ -606,3 +596,16 @@ func redisStats(b *testing.B, srv *redistest.Server) (map[string]float64, float6
 	}
 	return stats, cpu
 }
+
+// textbook is the seed's sliding log, for reference: the client's clock
+// (ARGV[1], µs; ARGV[2] the window, µs), members that collide within a
+// microsecond, no remaining count or retry-after, an unbounded trim
+// (bench/'s textbookLog is the same script, in its own module).
+const textbook = `redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1] - ARGV[2])
+local n = redis.call('ZCARD', KEYS[1])
+if n < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  return 1
+end
+return 0`
