@@ -81,3 +81,33 @@ func TestSlidingLogEntryPerInstant(t *testing.T) {
 		t.Errorf("after 400 requests: %d members, want at most 416", n)
 	}
 }
+
+// TestSlidingLogSmallLimitKeepsFewExpired: a log of a small count under
+// steady traffic keeps few expired entries beside its live ones: trims come
+// at least every Count units (log.lua's LOG_TRIM_EVERY, at most), so a
+// login limit of 5 holds at most twice its count and the base.
+func TestSlidingLogSmallLimitKeepsFewExpired(t *testing.T) {
+	d := standalone[0]
+	ctx := context.Background()
+	clock := redlimittest.NewClock(today)
+	p := prefix(t)
+	s := d.store(t, redisstore.WithClock(clock.Now), redisstore.WithPrefix(p))
+	l := redlimit.PerSecond(5).SlidingLog()
+	var k string
+	most := int64(0)
+	for i := range 200 {
+		clock.Advance(200*time.Millisecond + time.Microsecond)
+		if r, err := s.AllowN(ctx, "k", l, 1); err != nil || !r.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, r, err)
+		}
+		if i == 0 {
+			k = keyOf(t, d, p, fmt.Sprintf("}:sl:%d", l.Period.Microseconds()))
+		}
+		if i >= 20 {
+			most = max(most, atoi(t, d.do(t, k, "ZCARD", k)))
+		}
+	}
+	if most > 2*5+1 {
+		t.Errorf("a log of 5 per second under steady traffic held up to %d members, want at most 11 (5 live)", most)
+	}
+}

@@ -138,15 +138,15 @@ end
 -- run_log decides decisions i..e on the sliding log key, whose period is W.
 local function run_log(key, i, e, W)
   local t, c, newest, top, total, base = log_read(key, now, W)
-  local stored, last, add, ttl = c, newest, 0, nil
+  local stored, last, add, ttl, lim = c, newest, 0, nil, nil
   for k = i, e do
     local j = at[k]
-    local n = (nums[ARGV[j + 4]] or num(ARGV[j + 4]))
-    local ok, rem, retry, reset = sliding_log_check(key, now, W, (nums[ARGV[j + 3]] or num(ARGV[j + 3])), n, t, c, last, base, stored)
-    if ok and ARGV[j] == 'a' then c, last, add, ttl = c + n, t, add + n, reset end
+    local n, L = nums[ARGV[j + 4]] or num(ARGV[j + 4]), nums[ARGV[j + 3]] or num(ARGV[j + 3])
+    local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, last, base, stored)
+    if ok and ARGV[j] == 'a' then c, last, add, ttl, lim = c + n, t, add + n, reset, L end
     put(ok, rem, retry, reset)
   end
-  if add > 0 then log_append(key, W, total, newest, top, t, add, ms(ttl)) end
+  if add > 0 then log_append(key, W, lim, total, newest, top, t, add, ms(ttl)) end
 end
 
 local i = 1

@@ -30,10 +30,11 @@ end
 
 -- Trimming: the entries that expired before the newest entry was made
 -- are trimmed but the last of them, at most LOG_TRIM_MOST - 1 per write,
--- by every write that takes the cum past a multiple of LOG_TRIM_EVERY: the
--- work of one call stays bounded, and as a write adds at most one entry
--- and trims at least every LOG_TRIM_EVERY units, an active key keeps at
--- most a few expired entries, each trim paying for several writes.
+-- by every write that takes the cum past a multiple of LOG_TRIM_EVERY (or
+-- of the count, if smaller): the work of one call stays bounded, and as a
+-- write adds at most one entry and trims at least that often, an active
+-- key keeps few expired entries (at most about its count, or
+-- LOG_TRIM_EVERY), each trim paying for several writes.
 local LOG_TRIM_EVERY, LOG_TRIM_MOST = 8, 16
 
 -- log_read returns the log of key as a request at now, under a period of
@@ -102,13 +103,14 @@ local function log_unit_at(key, t, W, base, k)
 end
 
 -- log_append is the sliding log's commit, after log_read (total, newest,
--- top, t) under a period of W µs: it trims expired entries (see
+-- top, t) under a limit of L per W µs: it trims expired entries (see
 -- LOG_TRIM_EVERY), adds n units at t (a new entry, or the newest one's, if
 -- that is at t; a new set starts with its base) and gives the set the TTL
 -- ttl_ms.
-local function log_append(key, W, total, newest, top, t, n, ttl_ms)
+local function log_append(key, W, L, total, newest, top, t, n, ttl_ms)
   local after = log_add(total, n)
-  if newest ~= nil and newest > -math.huge and math.floor(after / LOG_TRIM_EVERY) ~= math.floor(total / LOG_TRIM_EVERY) then
+  local every = math.min(L, LOG_TRIM_EVERY)
+  if newest ~= nil and newest > -math.huge and math.floor(after / every) ~= math.floor(total / every) then
     -- Entries that expire only because t moved past the newest time stay,
     -- so that a refund that takes the request out leaves the log as it
     -- was.
