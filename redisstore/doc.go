@@ -129,7 +129,8 @@
 // number of O(log n) calls whatever its cost (a denial of a large cost
 // searches for the entry to wait for in O(log n) probes), and, when it
 // admits, trims at most fifteen expired entries (a write trims whenever
-// the units admitted pass a multiple of eight).
+// the units admitted pass a multiple of eight, or of the count if
+// smaller).
 //
 // # Debits
 //
