@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/budget"
 )
 
 // Batch caps: a batch holds at most maxBatch decisions and about
@@ -76,6 +77,8 @@ type batcher struct {
 // or of several (AllowAll, one hash tag).
 type pending struct {
 	ctx   context.Context
+	end   *budget.End      // the end of the caller's budget, from ctx (see internal/budget), or nil
+	call  endCtx           // with end, the context of a call made for it alone on a kept goroutine
 	op    string           // opAllow or opPeek; opAllow for several limits
 	req   redlimit.Request // one limit
 	key   string           // its Redis key
@@ -100,6 +103,41 @@ type outcome struct {
 	results []redlimit.Result
 	at      int64
 	err     error
+}
+
+// endCtx is the context of a call a kept goroutine makes for one pending
+// decision with the end of its caller's budget: the caller's values, and
+// that end (shared, see internal/budget) as its deadline, without a timer
+// of its own. The budget ends before the caller's deadline, if it has one;
+// the caller's cancellation ends the caller's wait (see batcher.decide),
+// not this call, which ends with the budget, as a batch call ends with its
+// callers' deadlines.
+type endCtx struct {
+	context.Context
+	end *budget.End
+}
+
+func (c *endCtx) Deadline() (time.Time, bool) { return c.end.At, true }
+func (c *endCtx) Done() <-chan struct{}       { return c.end.Done }
+
+func (c *endCtx) Err() error {
+	select {
+	case <-c.end.Done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// deadline returns when p's caller stops waiting for it: its context's
+// deadline or the end of its budget, whichever is earlier; ok is false
+// when it has neither.
+func (p *pending) deadline() (d time.Time, ok bool) {
+	d, ok = p.ctx.Deadline()
+	if p.end != nil && (!ok || p.end.At.Before(d)) {
+		return p.end.At, true
+	}
+	return d, ok
 }
 
 // size is roughly what p adds to a batch call, in bytes.
@@ -128,7 +166,7 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 	if len(reqs) == 1 && !reqs[0].Debit {
 		return s.newPendingOne(ctx, op, reqs[0])
 	}
-	p := &pending{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs))}
+	p := &pending{ctx: ctx, end: budget.Of(ctx), op: op, reqs: reqs, keys: make([]string, len(reqs))}
 	for i, r := range reqs {
 		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
@@ -142,7 +180,7 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 // newPendingOne is newPending of the one request r, not a debit, as AllowN
 // and Peek make it: with no slice of one request to allocate.
 func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
-	p := &pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit)}
+	p := &pending{ctx: ctx, end: budget.Of(ctx), op: op, req: r, key: s.key(hashTag(r.Key), r.Limit)}
 	if s.batches.slots != nil || s.batches.nodes != nil {
 		p.slot = keySlot(p.key)
 	}
@@ -159,7 +197,7 @@ func (b *batcher) decide(p *pending) outcome {
 		// without batching, and whatever arrives meanwhile follows it; on
 		// a kept goroutine when the caller has a deadline to keep.
 		b.busy = true
-		if _, ok := ctx.Deadline(); !ok {
+		if _, ok := p.deadline(); !ok {
 			b.mu.Unlock()
 			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
 			b.next()
@@ -174,10 +212,15 @@ func (b *batcher) decide(p *pending) outcome {
 		b.queue = append(b.queue, p)
 		b.mu.Unlock()
 	}
+	var ended <-chan struct{} // nil, which never ends the wait, without a budget's end
+	if p.end != nil {
+		ended = p.end.Done
+	}
 	select {
 	case <-p.done:
 		return p.out
 	case <-ctx.Done():
+	case <-ended:
 	}
 	b.mu.Lock()
 	st := p.state
@@ -196,7 +239,11 @@ func (b *batcher) decide(p *pending) outcome {
 	// Sent and not answered yet: the batch goes on for the others, and
 	// this decision may or may not be applied, as a call of its own
 	// cancelled in flight.
-	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
+	err := ctx.Err()
+	if err == nil {
+		err = context.DeadlineExceeded // the budget's end
+	}
+	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
 }
 
 // next is called when b's call in flight has answered: it sends what
@@ -223,7 +270,12 @@ type batchRun struct {
 
 func (r batchRun) run() {
 	if p := r.alone; p != nil {
-		p.out = r.b.s.decideAlone(p.ctx, p, r.b.s.scriptTime())
+		ctx := p.ctx
+		if p.end != nil {
+			p.call = endCtx{p.ctx, p.end}
+			ctx = &p.call
+		}
+		p.out = r.b.s.decideAlone(ctx, p, r.b.s.scriptTime())
 		p.done <- struct{}{}
 		r.batch = r.b.take(nil)
 	}
@@ -280,7 +332,7 @@ func (b *batcher) send(batch []*pending) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	var latest time.Time
 	for _, p := range batch {
-		d, ok := p.ctx.Deadline()
+		d, ok := p.deadline()
 		if !ok {
 			latest = time.Time{}
 			break

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/budget"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/redisstore"
 )
@@ -271,49 +272,96 @@ func TestBatchCancellation(t *testing.T) {
 // the end of their context even when the client library does not (here it
 // ignores the context, and the server is paused): the caller who found
 // nothing in flight, and those who queued behind it, get their contexts'
-// errors at their deadlines.
+// errors at their deadlines; and so they do at the end of the budget that
+// resilient gives them in their context instead of a deadline (see
+// internal/budget).
 func TestReturnsByContextWhenClientHangs(t *testing.T) {
-	srv, s := ownServerStore(t, redisstore.WithClientDeafToContext())
-	if !s.ReturnsByContext() {
-		t.Fatal("ReturnsByContext false with batching on")
+	const deadline = 100 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), deadline)
+		}},
+		{"budget end", func() (context.Context, context.CancelFunc) {
+			end := budget.NewClock(time.Millisecond).Before(time.Now().Add(deadline))
+			return context.WithCancel(budget.With(context.Background(), end))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv, s := ownServerStore(t, redisstore.WithClientDeafToContext())
+			if !s.ReturnsByContext() {
+				t.Fatal("ReturnsByContext false with batching on")
+			}
+			l := redlimit.PerHour(10).FixedWindow()
+			if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+				t.Fatal(err)
+			}
+			if err := srv.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Resume()
+			ctx, cancel := c.ctx()
+			defer cancel()
+			start := time.Now()
+			first := goAllow(s, ctx, "first", l)
+			waitUntil(t, "the first call is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+			queued := goAllow(s, ctx, "queued", l)
+			peeked := make(chan answer, 1)
+			go func() {
+				r, err := s.Peek(ctx, "peeked", l, 1)
+				peeked <- answer{r, err}
+			}()
+			for _, c := range []struct {
+				what string
+				ch   chan answer
+			}{{"the first caller", first}, {"a queued caller", queued}, {"a queued Peek", peeked}} {
+				a := receive(t, c.what, c.ch)
+				took := time.Since(start)
+				if !errors.Is(a.err, context.DeadlineExceeded) {
+					t.Errorf("%s: %+v, %v; want context.DeadlineExceeded", c.what, a.r, a.err)
+				}
+				// A wide margin for a busy machine: without the bound, the call
+				// waits for the server, paused until the test ends.
+				if took > deadline+2*time.Second {
+					t.Errorf("%s answered after %s with a %s deadline", c.what, took, deadline)
+				}
+			}
+		})
 	}
+	if _, s2 := ownServerStore(t, redisstore.WithBatching(false)); s2.ReturnsByContext() {
+		t.Error("ReturnsByContext true with batching off")
+	}
+}
+
+// TestBudgetEndEndsTheCall shows that the call a kept goroutine makes for a
+// lone caller whose context has the end of a budget (see internal/budget)
+// and no deadline ends at that end, on a paused server: the destination is
+// free again for the next decisions, rather than busy until the server
+// answers (and queueing every decision meanwhile).
+func TestBudgetEndEndsTheCall(t *testing.T) {
+	t.Parallel()
+	srv, s := ownServerStore(t)
 	l := redlimit.PerHour(10).FixedWindow()
-	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Resume()
-	const deadline = 100 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
+	const budgetLeft = 100 * time.Millisecond
+	ctx := budget.With(context.Background(), budget.NewClock(time.Millisecond).Before(time.Now().Add(budgetLeft)))
 	start := time.Now()
-	first := goAllow(s, ctx, "first", l)
-	waitUntil(t, "the first call is in flight", func() bool { busy, _ := s.BatchState(); return busy })
-	queued := goAllow(s, ctx, "queued", l)
-	peeked := make(chan answer, 1)
-	go func() {
-		r, err := s.Peek(ctx, "peeked", l, 1)
-		peeked <- answer{r, err}
-	}()
-	for _, c := range []struct {
-		what string
-		ch   chan answer
-	}{{"the first caller", first}, {"a queued caller", queued}, {"a queued Peek", peeked}} {
-		a := receive(t, c.what, c.ch)
-		took := time.Since(start)
-		if !errors.Is(a.err, context.DeadlineExceeded) {
-			t.Errorf("%s: %+v, %v; want context.DeadlineExceeded", c.what, a.r, a.err)
-		}
-		// A wide margin for a busy machine: without the bound, the call
-		// waits for the server, paused until the test ends.
-		if took > deadline+2*time.Second {
-			t.Errorf("%s answered after %s with a %s deadline", c.what, took, deadline)
-		}
+	if a := receive(t, "the lone caller", goAllow(s, ctx, "lone", l)); !errors.Is(a.err, context.DeadlineExceeded) {
+		t.Fatalf("%+v, %v; want context.DeadlineExceeded", a.r, a.err)
 	}
-	if _, s2 := ownServerStore(t, redisstore.WithBatching(false)); s2.ReturnsByContext() {
-		t.Error("ReturnsByContext true with batching off")
+	// The same margin as above; the server stays paused throughout.
+	waitUntil(t, "the call ends", func() bool { busy, _ := s.BatchState(); return !busy })
+	if took := time.Since(start); took > budgetLeft+2*time.Second {
+		t.Errorf("the call ended %s after it began, with a budget of %s", took, budgetLeft)
 	}
 }
 

@@ -165,12 +165,26 @@ func (l *Limiter) inline(c storeCall) bool {
 // the budget, without handing them to a worker.
 type contextBound interface{ ReturnsByContext() bool }
 
+// endQuanta is how many shared ends of inline calls' budgets a Limiter's
+// Options.Timeout is cut into (see bounded): a call's budget ends up to
+// Timeout/endQuanta early.
+const endQuanta = 16
+
 // bounded makes the call c within budget.
 func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration) (redlimit.Decision, error) {
 	if l.inline(c) {
-		cctx, cancel := context.WithDeadline(ctx, c.end)
-		d, err := c.call(cctx, l)
-		cancel()
+		var d redlimit.Decision
+		var err error
+		if budget >= l.timeout/4 {
+			// The caller's context with a shared end of the budget, up to
+			// a sixteenth of Options.Timeout early: no timer, done channel
+			// or child of the caller's context per call (TestAskAllocs).
+			d, err = c.call(l.endingBy(ctx, c.end), l)
+		} else {
+			cctx, cancel := context.WithDeadline(ctx, c.end)
+			d, err = c.call(cctx, l)
+			cancel()
+		}
 		if err == nil {
 			return d, nil
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/budget"
 	"github.com/redlimit/redlimit/memory"
 )
 
@@ -131,7 +132,8 @@ type Limiter struct {
 	log      *slog.Logger
 	now      func() time.Time
 	workers  workers
-	bound    bool // the store's AllowN and Peek return by their context's deadline (see contextBound)
+	bound    bool          // the store's AllowN and Peek return by their context's deadline (see contextBound)
+	ends     *budget.Clock // the ends of inline calls' budgets (see bounded); nil unless bound
 
 	debts       *debts      // nil when reconciliation is off
 	once        onceDebiter // the store, if it counts a debit once per id
@@ -192,6 +194,9 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 	l.once, _ = store.(onceDebiter)
 	if b, ok := store.(contextBound); ok {
 		l.bound = b.ReturnsByContext()
+	}
+	if l.bound {
+		l.ends = budget.NewClock(l.timeout / endQuanta)
 	}
 	if l.fallback == nil {
 		fb, err := memory.New()
@@ -488,4 +493,11 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 		return fmt.Errorf("%w: reset: %w", ErrStore, err)
 	}
 	return nil
+}
+
+// endingBy returns ctx with the end of a budget that ends by end, shared
+// with the calls that end within the same quantum (see internal/budget):
+// the store returns by it as by a deadline.
+func (l *Limiter) endingBy(ctx context.Context, end time.Time) context.Context {
+	return budget.With(ctx, l.ends.Before(end))
 }
