@@ -46,6 +46,9 @@ type Options struct {
 	// and the circuit breaker counts the failure (unless the caller left it
 	// less than 1 ms, too short to judge the store by). A caller whose
 	// context is canceled gets its context's error, and is not counted.
+	// A call made on the caller's goroutine (redisstore's AllowN and Peek
+	// with batching) may end up to Timeout/16 early: calls whose budgets
+	// end within that of each other share one timer.
 	Timeout time.Duration
 	// CallerMargin is the most of a caller's remaining time kept for the
 	// failure policy to answer and the answer to travel back (default
