@@ -1,0 +1,207 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/redisstore"
+)
+
+// TestBatchRunsMatchAtBounds is TestBatchRunsMatchCallsOneByOne driven to
+// the bounds: counts of 1, 2, 3, about the sliding log's trim interval and
+// up to redlimit.MaxLogCount and redlimit.MaxCount, periods from
+// redlimit.MinPeriod to redlimit.MaxPeriod, costs of 1, the count and just
+// above it and redlimit.MaxCost, runs of up to 64 decisions on one key
+// (the batch cap) with peeks among them and the key's count changed within
+// the run, and a clock that stays, steps by microseconds, by periods, and
+// jumps years forward and back. Each batch is compared decision by
+// decision with the same calls made one by one without batching and with
+// the memory store, and every key's state after it by a peek of each.
+func TestBatchRunsMatchAtBounds(t *testing.T) {
+	const year = 365 * 24 * time.Hour
+	bases := []redlimit.Limit{
+		redlimit.Per(1, time.Millisecond).SlidingLog(),
+		redlimit.Per(2, 3*time.Millisecond).SlidingLog(),
+		redlimit.Per(3, time.Second).SlidingLog(),
+		redlimit.Per(8, 7*time.Millisecond).SlidingLog(),
+		redlimit.Per(9, redlimit.MaxPeriod).SlidingLog(),
+		redlimit.Per(redlimit.MaxLogCount, time.Millisecond).SlidingLog(),
+		redlimit.Per(redlimit.MaxLogCount, redlimit.MaxPeriod).SlidingLog(),
+		redlimit.Per(1, time.Millisecond).FixedWindow(),
+		redlimit.Per(redlimit.MaxCount, redlimit.MaxPeriod).FixedWindow(),
+		redlimit.Per(2, time.Millisecond).SlidingWindow(),
+		redlimit.Per(redlimit.MaxCount, redlimit.MaxPeriod).SlidingWindow(),
+		redlimit.Per(1, time.Millisecond).TokenBucket(1),
+		redlimit.Per(redlimit.MaxCount, redlimit.MaxPeriod).TokenBucket(redlimit.MaxCount),
+	}
+	maxOf := func(l redlimit.Limit) int64 {
+		if l.Algorithm == redlimit.SlidingLog {
+			return redlimit.MaxLogCount
+		}
+		return redlimit.MaxCount
+	}
+	// variant gives l another count (and burst), under the same state.
+	variant := func(rng *rand.Rand, l redlimit.Limit) redlimit.Limit {
+		switch rng.IntN(4) {
+		case 0:
+			l.Count = 1
+		case 1:
+			l.Count = max(1, l.Count/2)
+		case 2:
+			l.Count = min(maxOf(l), 2*l.Count+1)
+		case 3:
+			l.Count = 1 + rng.Int64N(min(maxOf(l), 3*l.Count))
+		}
+		if l.Algorithm == redlimit.TokenBucket {
+			l.Burst = 1 + rng.Int64N(l.Count)
+		}
+		return l
+	}
+	cost := func(rng *rand.Rand, l redlimit.Limit) int64 {
+		var c int64
+		switch rng.IntN(8) {
+		case 0, 1:
+			c = 1
+		case 2:
+			c = l.Max()
+		case 3:
+			c = l.Max() + 1
+		case 4:
+			c = redlimit.MaxCost
+		case 5:
+			c = l.Max() - 1
+		default:
+			c = 1 + rng.Int64N(min(l.Max()+1, 20))
+		}
+		return min(max(c, 1), redlimit.MaxCost)
+	}
+	for _, d := range []deployment{deployments[0], deployments[2]} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			seed := rand.Uint64()
+			rng := rand.New(rand.NewPCG(seed, 31))
+			start := time.Unix(1_700_000_000, 123456000)
+			clock := newPacedClock(start)
+			// No sweeps, and Redis keeps keys ten minutes longer than their
+			// times say: after a step back, every store still holds what
+			// the explicit time says is there.
+			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
+			p := prefix(t)
+			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
+			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			ctx := context.Background()
+			keys := []string{"a", "b", "c"}
+			if d.cluster {
+				keys = keys[:1] // a batch is of one slot
+			}
+			var history []string
+			fatalf := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d: %s\nlast batches:\n%s", seed, fmt.Sprintf(format, args...), strings.Join(history[max(0, len(history)-6):], "\n"))
+			}
+			var decisions, allowed int
+			for round := range 250 {
+				clock.keepUp()
+				var step time.Duration
+				switch r := rng.IntN(20); {
+				case r < 5:
+				case r < 10:
+					step = time.Duration(rng.IntN(2000)) * time.Microsecond
+				case r < 14:
+					step = time.Duration(rng.IntN(20)) * time.Millisecond
+				case r < 16:
+					step = bases[rng.IntN(len(bases))].Period
+				case r < 18:
+					step = time.Duration(1+rng.IntN(3)) * year
+				default:
+					step = -time.Duration(rng.Int64N(int64(4 * year)))
+				}
+				// The clock stays within 2001..2150: µs since the epoch
+				// stay far below 2^53.
+				if now := clock.Now().Add(step); now.Before(time.Unix(1e9, 0)) || now.After(time.Unix(5.6e9, 0)) {
+					step = -step
+				}
+				clock.Advance(step)
+				if step < 0 {
+					clock.resync()
+				}
+				n := 1 + rng.IntN(64)
+				reqs := make([]redlimit.Request, 0, n)
+				used := map[redlimit.Limit]bool{}
+				for len(reqs) < n {
+					l := bases[rng.IntN(len(bases))]
+					key := keys[rng.IntN(len(keys))]
+					run := 1 + rng.IntN(4)
+					if rng.IntN(4) == 0 {
+						run = 1 + rng.IntN(64)
+					}
+					for range min(run, n-len(reqs)) {
+						v := l
+						if rng.IntN(4) == 0 {
+							v = variant(rng, l)
+						}
+						used[l] = true
+						reqs = append(reqs, redlimit.Request{Key: key, Limit: v, Cost: cost(rng, v)})
+					}
+				}
+				peek := make([]bool, len(reqs))
+				for i := range peek {
+					peek[i] = rng.IntN(5) == 0
+				}
+				var desc strings.Builder
+				fmt.Fprintf(&desc, "round %d at %s (step %s):", round, clock.Now().UTC().Format(time.RFC3339Nano), step)
+				for i, r := range reqs {
+					fmt.Fprintf(&desc, "\n  %d: %s %s cost %d peek %v", i, r.Key, r.Limit, r.Cost, peek[i])
+				}
+				history = append(history, desc.String())
+				got, err := batched.DecideBatch(ctx, reqs, peek)
+				if err != nil {
+					fatalf("round %d: batch: %v", round, err)
+				}
+				for i, r := range reqs {
+					var want, inMem redlimit.Result
+					var err1, err2 error
+					if peek[i] {
+						want, err1 = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
+						inMem, err2 = mem.Peek(ctx, r.Key, r.Limit, r.Cost)
+					} else {
+						want, err1 = alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
+						inMem, err2 = mem.AllowN(ctx, r.Key, r.Limit, r.Cost)
+					}
+					if err1 != nil || err2 != nil {
+						fatalf("round %d, decision %d: %v, %v", round, i, err1, err2)
+					}
+					if got[i] != want || got[i] != inMem {
+						fatalf("round %d, decision %d of %d (%s %s cost %d, peek %v):\nbatch       %+v\none by one  %+v\nmemory      %+v", round, i, len(reqs), r.Key, r.Limit, r.Cost, peek[i], got[i], want, inMem)
+					}
+					decisions++
+					if got[i].Allowed {
+						allowed++
+					}
+				}
+				for l := range used {
+					for _, key := range keys {
+						g, err1 := batched.Peek(ctx, key, l, 1)
+						w, err2 := alone.Peek(ctx, key, l, 1)
+						m, err3 := mem.Peek(ctx, key, l, 1)
+						if err1 != nil || err2 != nil || err3 != nil || g != w || g != m {
+							fatalf("round %d: %s %s after the batch: batch %+v (%v), one by one %+v (%v), memory %+v (%v)", round, key, l, g, err1, w, err2, m, err3)
+						}
+					}
+				}
+			}
+			t.Logf("%d decisions, %d allowed", decisions, allowed)
+		})
+	}
+}
