@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,154 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 				}
 			}
 			t.Logf("%d decisions, %d allowed", decisions, allowed)
+		})
+	}
+}
+
+// TestSlidingLogCumWrapsInRuns takes a sliding log's cum (the units
+// admitted on its key, counted modulo 2^53, lua/prelude.lua) to a few
+// units below 2^53 the way real traffic can: 8192 debits of
+// redlimit.MaxCost, each after the last expired. Then random batches of
+// runs on the key (counts 1..64 under the key's state, costs up to just
+// above the count, peeks) take it across 2^53, with admissions made by
+// Admit at the same instants and refunded after the batch. Batches are
+// compared with the same calls made one by one and with the memory store,
+// and the key's state after each by a peek; at the end the cum must have
+// wrapped.
+func TestSlidingLogCumWrapsInRuns(t *testing.T) {
+	const cumMod = 1 << 53
+	debit := redlimit.Per(1, time.Millisecond).SlidingLog()
+	counts := []int64{1, 2, 3, 8, 9, 64}
+	for _, d := range []deployment{deployments[0], deployments[2]} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			seed := rand.Uint64()
+			rng := rand.New(rand.NewPCG(seed, 53))
+			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
+			p := prefix(t)
+			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
+			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			stores := []redlimit.Refunder{batched, alone, mem}
+			ctx := context.Background()
+			const key = "w"
+			top := func(s *redisstore.Store) int64 {
+				rk := s.KeyOf(key, debit)
+				out := d.do(t, rk, "ZRANGE", rk, "-1", "-1")
+				v, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+				if err != nil {
+					t.Fatalf("%s's newest member %q: %v", rk, out, err)
+				}
+				return v
+			}
+			gap := int64(1 + rng.IntN(40))
+			for i := range cumMod / redlimit.MaxCost {
+				cost := int64(redlimit.MaxCost)
+				if i == cumMod/redlimit.MaxCost-1 {
+					cost -= gap
+				}
+				for _, s := range stores {
+					dec, err := s.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: debit, Cost: cost, Debit: true}})
+					if err != nil || dec.Allowed {
+						t.Fatalf("debit %d: %+v, %v", i, dec, err)
+					}
+				}
+				clock.Advance(2 * time.Millisecond)
+			}
+			for _, s := range []*redisstore.Store{batched, alone} {
+				if c := top(s); c != cumMod-gap {
+					t.Fatalf("the newest cum is %d, not 2^53 - %d", c, gap)
+				}
+			}
+			for round := range 150 {
+				clock.keepUp()
+				if rng.IntN(8) == 0 {
+					clock.Advance(-time.Duration(rng.IntN(500)) * time.Microsecond)
+					clock.resync()
+				} else {
+					clock.Advance(time.Duration(rng.IntN(1500)) * time.Microsecond)
+				}
+				l := debit
+				l.Count = counts[rng.IntN(len(counts))]
+				var grants []*redlimit.Grant
+				if rng.IntN(3) == 0 {
+					req := []redlimit.Request{{Key: key, Limit: l, Cost: 1 + rng.Int64N(l.Count)}}
+					var want redlimit.Decision
+					for i, s := range stores {
+						g, err := s.Admit(ctx, req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if i > 0 && g.Decision.Results[0] != want.Results[0] {
+							t.Fatalf("seed %d, round %d: admit %+v: %+v, %T %+v", seed, round, req[0], want, s, g.Decision)
+						}
+						want = g.Decision
+						grants = append(grants, g)
+					}
+				}
+				reqs := make([]redlimit.Request, 1+rng.IntN(64))
+				peek := make([]bool, len(reqs))
+				for i := range reqs {
+					v := l
+					if rng.IntN(4) == 0 {
+						v.Count = counts[rng.IntN(len(counts))]
+					}
+					reqs[i] = redlimit.Request{Key: key, Limit: v, Cost: 1 + rng.Int64N(v.Count+1)}
+					peek[i] = rng.IntN(5) == 0
+				}
+				got, err := batched.DecideBatch(ctx, reqs, peek)
+				if err != nil {
+					t.Fatalf("seed %d, round %d: %v", seed, round, err)
+				}
+				for i, r := range reqs {
+					var want, inMem redlimit.Result
+					var err1, err2 error
+					if peek[i] {
+						want, err1 = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
+						inMem, err2 = mem.Peek(ctx, r.Key, r.Limit, r.Cost)
+					} else {
+						want, err1 = alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
+						inMem, err2 = mem.AllowN(ctx, r.Key, r.Limit, r.Cost)
+					}
+					if err1 != nil || err2 != nil {
+						t.Fatal(err1, err2)
+					}
+					if got[i] != want || got[i] != inMem {
+						t.Fatalf("seed %d, round %d, decision %d of %d (%s cost %d, peek %v), gap %d:\nbatch       %+v\none by one  %+v\nmemory      %+v", seed, round, i, len(reqs), r.Limit, r.Cost, peek[i], gap, got[i], want, inMem)
+					}
+				}
+				if grants != nil {
+					back := []int64{rng.Int64N(grants[0].Requests[0].Cost + 1)}
+					for i, g := range grants {
+						if err := stores[i].Refund(ctx, g, back); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				for _, c := range counts {
+					v := debit
+					v.Count = c
+					var res [3]redlimit.Result
+					for i, s := range stores {
+						if res[i], err = s.Peek(ctx, key, v, 1); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if res[0] != res[1] || res[0] != res[2] {
+						t.Fatalf("seed %d, round %d, gap %d: %s after the batch: batch %+v, one by one %+v, memory %+v", seed, round, gap, v, res[0], res[1], res[2])
+					}
+				}
+			}
+			for _, s := range []*redisstore.Store{batched, alone} {
+				if c := top(s); c > cumMod/2 {
+					t.Fatalf("the newest cum is %d: it did not wrap", c)
+				}
+			}
 		})
 	}
 }
