@@ -153,27 +153,39 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 							v = variant(rng, l)
 						}
 						used[l] = true
-						reqs = append(reqs, redlimit.Request{Key: key, Limit: v, Cost: cost(rng, v)})
+						// A debit (decided alone, as AllowAll of one
+						// request) now and then, between runs.
+						reqs = append(reqs, redlimit.Request{Key: key, Limit: v, Cost: cost(rng, v), Debit: rng.IntN(16) == 0})
 					}
 				}
 				peek := make([]bool, len(reqs))
+				ds := make([][]redlimit.Request, len(reqs))
 				for i := range peek {
-					peek[i] = rng.IntN(5) == 0
+					peek[i] = !reqs[i].Debit && rng.IntN(5) == 0
+					ds[i] = reqs[i : i+1]
 				}
 				var desc strings.Builder
 				fmt.Fprintf(&desc, "round %d at %s (step %s):", round, clock.Now().UTC().Format(time.RFC3339Nano), step)
 				for i, r := range reqs {
-					fmt.Fprintf(&desc, "\n  %d: %s %s cost %d peek %v", i, r.Key, r.Limit, r.Cost, peek[i])
+					fmt.Fprintf(&desc, "\n  %d: %s %s cost %d peek %v debit %v", i, r.Key, r.Limit, r.Cost, peek[i], r.Debit)
 				}
 				history = append(history, desc.String())
-				got, err := batched.DecideBatch(ctx, reqs, peek)
+				out, err := batched.DecideMixedBatch(ctx, ds, peek, false)
 				if err != nil {
 					fatalf("round %d: batch: %v", round, err)
 				}
 				for i, r := range reqs {
 					var want, inMem redlimit.Result
 					var err1, err2 error
-					if peek[i] {
+					got := []redlimit.Result{out[i][0]}
+					if r.Debit {
+						var d1, d2 redlimit.Decision
+						d1, err1 = alone.AllowAll(ctx, ds[i])
+						d2, err2 = mem.AllowAll(ctx, ds[i])
+						if err1 == nil && err2 == nil {
+							want, inMem = d1.Results[0], d2.Results[0]
+						}
+					} else if peek[i] {
 						want, err1 = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
 						inMem, err2 = mem.Peek(ctx, r.Key, r.Limit, r.Cost)
 					} else {
@@ -183,11 +195,11 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 					if err1 != nil || err2 != nil {
 						fatalf("round %d, decision %d: %v, %v", round, i, err1, err2)
 					}
-					if got[i] != want || got[i] != inMem {
-						fatalf("round %d, decision %d of %d (%s %s cost %d, peek %v):\nbatch       %+v\none by one  %+v\nmemory      %+v", round, i, len(reqs), r.Key, r.Limit, r.Cost, peek[i], got[i], want, inMem)
+					if got[0] != want || got[0] != inMem {
+						fatalf("round %d, decision %d of %d (%s %s cost %d, peek %v, debit %v):\nbatch       %+v\none by one  %+v\nmemory      %+v", round, i, len(reqs), r.Key, r.Limit, r.Cost, peek[i], r.Debit, got[0], want, inMem)
 					}
 					decisions++
-					if got[i].Allowed {
+					if got[0].Allowed {
 						allowed++
 					}
 				}
