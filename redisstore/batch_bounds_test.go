@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 )
@@ -365,4 +368,143 @@ func TestSlidingLogCumWrapsInRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSlidingLogTrimBoundedPerCall: a log of thousands of expired entries
+// (3000 admissions under redlimit.MaxLogCount, then a period without
+// traffic) is drained by later writes under counts of 1, 2, 3, 8 and
+// redlimit.MaxLogCount on the same key, one by one and in batch runs,
+// with costs up to the count and just above it (denials, whose retry-after
+// searches the log), while each call's work stays bounded: at most 7 +
+// 19 Redis commands per decision inside the script (two reads, then the
+// trim, the write and the TTL; a denial's search by rank, with at most
+// about log2(count) + 2 probes), at most
+// LOG_TRIM_MOST - 1 = 15 members trimmed and at most one added. Every
+// answer matches the memory store's (no live entry is lost), and the log
+// ends within its live entries and a few expired ones.
+func TestSlidingLogTrimBoundedPerCall(t *testing.T) {
+	srv := redistest.Start(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 15))
+	clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+	mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute), redisstore.WithPrefix(prefix(t))}
+	alone, err := redisstore.New(client, append(opts, redisstore.WithBatching(false))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batched, err := redisstore.New(client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const key = "k"
+	big := redlimit.Per(redlimit.MaxLogCount, time.Second).SlidingLog()
+	rk := alone.KeyOf(key, big)
+	card := func() int64 {
+		out, err := srv.Do("ZCARD", rk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const fill = 3000
+	for i := range fill {
+		clock.Advance(100 * time.Microsecond)
+		r1, err1 := alone.AllowN(ctx, key, big, 1)
+		r2, err2 := mem.AllowN(ctx, key, big, 1)
+		if err1 != nil || err2 != nil || !r1.Allowed || r1 != r2 {
+			t.Fatalf("fill %d: %+v (%v), memory %+v (%v)", i, r1, err1, r2, err2)
+		}
+	}
+	// A denial that searches the full log: the 2000th live unit.
+	deny := big
+	deny.Count = fill - 1
+	r1, err1 := alone.AllowN(ctx, key, deny, 1000)
+	r2, err2 := mem.AllowN(ctx, key, deny, 1000)
+	if err1 != nil || err2 != nil || r1.Allowed || r1 != r2 {
+		t.Fatalf("denial on the full log: %+v (%v), memory %+v (%v)", r1, err1, r2, err2)
+	}
+	if n := card(); n < fill {
+		t.Fatalf("%d members after %d admissions at distinct instants", n, fill)
+	}
+	clock.Advance(2 * time.Second)
+
+	counts := []int64{1, 2, 3, 8, redlimit.MaxLogCount}
+	most := map[string]float64{}
+	calls, drained := 0, -1
+	for round := 0; round < 1500 && (drained < 0 || round < drained+100); round++ {
+		clock.keepUp()
+		clock.Advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+		l := big
+		l.Count = counts[rng.IntN(len(counts))]
+		n := 1
+		if rng.IntN(3) == 0 {
+			n = 2 + rng.IntN(8)
+		}
+		reqs := make([]redlimit.Request, n)
+		peek := make([]bool, n)
+		for i := range reqs {
+			reqs[i] = redlimit.Request{Key: key, Limit: l, Cost: 1 + rng.Int64N(min(l.Count+1, 12))}
+			peek[i] = n > 1 && rng.IntN(5) == 0
+		}
+		members := card()
+		before := innerCommands(t, srv)
+		var got []redlimit.Result
+		if n == 1 {
+			r, err := alone.AllowN(ctx, key, l, reqs[0].Cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = []redlimit.Result{r}
+		} else if got, err = batched.DecideBatch(ctx, reqs, peek); err != nil {
+			t.Fatal(err)
+		}
+		after := innerCommands(t, srv)
+		total := 0.0
+		for name, c := range after {
+			c -= before[name]
+			total += c
+			most[name] = max(most[name], c)
+		}
+		now := card()
+		calls++
+		if total > float64(7+19*n) || now < members-15 || now > members+1 {
+			t.Fatalf("seed %d, round %d (%d decisions under %s): %v Redis commands, %d members to %d", seed, round, n, l, total, members, now)
+		}
+		for i, r := range reqs {
+			var want redlimit.Result
+			if peek[i] {
+				want, err = mem.Peek(ctx, key, r.Limit, r.Cost)
+			} else {
+				want, err = mem.AllowN(ctx, key, r.Limit, r.Cost)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[i] != want {
+				t.Fatalf("seed %d, round %d, decision %d of %d (%s cost %d, peek %v): redis %+v, memory %+v", seed, round, i, n, r.Limit, r.Cost, peek[i], got[i], want)
+			}
+		}
+		if drained < 0 && now <= 2*8+16 {
+			drained = round
+		}
+	}
+	if drained < 0 {
+		t.Fatalf("seed %d: %d members after %d calls: the expired entries were not drained", seed, card(), calls)
+	}
+	t.Logf("drained after %d calls; most commands per call by name: %v; %d members at the end", drained, most, card())
 }
