@@ -137,6 +137,21 @@ func TestCallgrindCost(t *testing.T) {
 		}
 	})
 
+	// A hot key at its limit: 64 denials on one key, a run of the batch
+	// script, of cost 1 (the first live entry) and of cost 2 (the second
+	// live unit, a search by rank).
+	for _, cost := range []int64{1, 2} {
+		for j := range reqs {
+			reqs[j] = redlimit.Request{Key: "d0", Limit: deny, Cost: cost}
+		}
+		measure("sliding_log denied, cost "+strconv.FormatInt(cost, 10)+", a run of 64 on one key", keys/batch, batch, func(i int) {
+			res, err := single.DecideBatch(ctx, reqs, nil)
+			if err != nil || res[0].Allowed || res[batch-1].Allowed {
+				t.Fatalf("%+v, %v", res, err)
+			}
+		})
+	}
+
 	// The other algorithms, one call each, for comparison.
 	for _, l := range []redlimit.Limit{
 		redlimit.PerMinute(1000).FixedWindow(),
