@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -507,4 +508,133 @@ func TestSlidingLogTrimBoundedPerCall(t *testing.T) {
 		t.Fatalf("seed %d: %d members after %d calls: the expired entries were not drained", seed, card(), calls)
 	}
 	t.Logf("drained after %d calls; most commands per call by name: %v; %d members at the end", drained, most, card())
+}
+
+// TestHotSlidingLogBatchesExact: 64 callers on one sliding log, at one
+// frozen instant, with costs of 1 to 4 and peeks, their decisions batched
+// (runs of one key, put together by the store from concurrent calls) on a
+// log that already holds live entries at 100 earlier instants. At one
+// instant the decisions' order is the batches', unknown here, but the
+// outcome is bounded: the admitted costs sum to at most the count, every
+// denial and peek saw no fewer units than there were at the start nor
+// more than at the end, and a denial of cost n means the end's remaining
+// is below n. The log written is then the memory store's after the same
+// fill and the admitted units at that instant, by Peek of every cost.
+func TestHotSlidingLogBatchesExact(t *testing.T) {
+	const (
+		workers = 64
+		tries   = 20
+		fill    = 100
+		count   = 900
+	)
+	srv := redistest.Start(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+	mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	rs, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10*time.Minute), redisstore.WithPrefix(prefix(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := redlimit.Per(count, time.Hour).SlidingLog()
+	for i := range fill {
+		clock.Advance(time.Duration(1+i%7) * time.Second)
+		for _, st := range []redlimit.Limiter{rs, mem} {
+			if r, err := st.AllowN(ctx, "hot", l, int64(1+i%3)); err != nil || !r.Allowed {
+				t.Fatalf("fill %d: %+v, %v", i, r, err)
+			}
+		}
+	}
+	start, _ := rs.Peek(ctx, "hot", l, 1)
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		cost int64
+		peek bool
+		res  redlimit.Result
+	}
+	calls := make([][]call, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for range tries {
+				c := call{cost: 1 + rng.Int64N(4), peek: rng.IntN(5) == 0}
+				var err error
+				if c.peek {
+					c.res, err = rs.Peek(ctx, "hot", l, c.cost)
+				} else {
+					c.res, err = rs.AllowN(ctx, "hot", l, c.cost)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				calls[w] = append(calls[w], c)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	var admitted int64
+	for _, cs := range calls {
+		for _, c := range cs {
+			if c.res.Allowed && !c.peek {
+				admitted += c.cost
+			}
+		}
+	}
+	// Remaining is what is left after an allowed request, the units the
+	// request found otherwise.
+	first := start.Remaining + 1
+	end := first - admitted
+	if end < 0 {
+		t.Fatalf("admitted %d units with %d remaining", admitted, first)
+	}
+	for _, cs := range calls {
+		for _, c := range cs {
+			if found := c.res.Remaining + boolCost(c.res.Allowed, c.cost); found > first || found < end || c.res.Allowed && found-c.cost < end {
+				t.Errorf("%+v: found %d remaining, outside %d..%d", c, found, end, first)
+			}
+			if !c.res.Allowed && c.cost <= end {
+				t.Errorf("%+v denied, with %d remaining at the end", c, end)
+			}
+		}
+	}
+	if admitted > 0 {
+		if r, err := mem.AllowN(ctx, "hot", l, admitted); err != nil || !r.Allowed {
+			t.Fatalf("memory: %+v, %v", r, err)
+		}
+	}
+	for n := int64(1); n <= count+1; n++ {
+		r1, err1 := rs.Peek(ctx, "hot", l, n)
+		r2, err2 := mem.Peek(ctx, "hot", l, n)
+		if err1 != nil || err2 != nil || r1 != r2 {
+			t.Fatalf("peek of %d after %d admitted units: redis %+v (%v), memory %+v (%v)", n, admitted, r1, err1, r2, err2)
+		}
+	}
+	t.Logf("%d units admitted of %d remaining, in %d script calls", admitted, first, scriptCalls(t, srv))
+}
+
+// boolCost is cost if b, and 0 otherwise.
+func boolCost(b bool, cost int64) int64 {
+	if b {
+		return cost
+	}
+	return 0
 }
