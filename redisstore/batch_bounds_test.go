@@ -638,3 +638,118 @@ func boolCost(b bool, cost int64) int64 {
 	}
 	return 0
 }
+
+// TestSlidingLogRefundsAroundRuns: Admit's admissions on a sliding log, at
+// the instants of batch runs on the same key (merged into the runs'
+// entries), refunded in part or whole later, in any order, after more runs
+// and trims (counts of 1 to 20 under one period, so trims come every 1
+// to 8 units). Batch runs are compared with the same calls one by one and
+// with the memory store, refunds by every answer after them, and the log
+// by a peek of every cost after each round.
+func TestSlidingLogRefundsAroundRuns(t *testing.T) {
+	const period = 20 * time.Millisecond
+	counts := []int64{1, 2, 3, 8, 20}
+	for _, d := range []deployment{deployments[0], deployments[2]} {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			seed := rand.Uint64()
+			rng := rand.New(rand.NewPCG(seed, 4))
+			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
+			p := prefix(t)
+			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
+			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			stores := []redlimit.Refunder{batched, alone, mem}
+			ctx := context.Background()
+			const key = "k"
+			var grants [][]*redlimit.Grant // per admission, one grant per store
+			refunds := 0
+			for round := range 400 {
+				clock.keepUp()
+				if rng.IntN(8) == 0 {
+					clock.Advance(-time.Duration(rng.IntN(3000)) * time.Microsecond)
+					clock.resync()
+				} else {
+					clock.Advance(time.Duration(rng.IntN(8000)) * time.Microsecond)
+				}
+				l := redlimit.Per(counts[rng.IntN(len(counts))], period).SlidingLog()
+				if rng.IntN(2) == 0 {
+					req := []redlimit.Request{{Key: key, Limit: l, Cost: 1 + rng.Int64N(l.Count)}}
+					var gs []*redlimit.Grant
+					for i, s := range stores {
+						g, err := s.Admit(ctx, req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if i > 0 && g.Decision.Results[0] != gs[0].Decision.Results[0] {
+							t.Fatalf("seed %d, round %d: admit %+v: %+v, store %d %+v", seed, round, req[0], gs[0].Decision, i, g.Decision)
+						}
+						gs = append(gs, g)
+					}
+					if gs[0].Decision.Allowed {
+						grants = append(grants, gs)
+					}
+				}
+				reqs := make([]redlimit.Request, 1+rng.IntN(20))
+				peek := make([]bool, len(reqs))
+				for i := range reqs {
+					v := l
+					v.Count = counts[rng.IntN(len(counts))]
+					reqs[i] = redlimit.Request{Key: key, Limit: v, Cost: 1 + rng.Int64N(v.Count+1)}
+					peek[i] = rng.IntN(5) == 0
+				}
+				got, err := batched.DecideBatch(ctx, reqs, peek)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, r := range reqs {
+					var want, inMem redlimit.Result
+					var err1, err2 error
+					if peek[i] {
+						want, err1 = alone.Peek(ctx, key, r.Limit, r.Cost)
+						inMem, err2 = mem.Peek(ctx, key, r.Limit, r.Cost)
+					} else {
+						want, err1 = alone.AllowN(ctx, key, r.Limit, r.Cost)
+						inMem, err2 = mem.AllowN(ctx, key, r.Limit, r.Cost)
+					}
+					if err1 != nil || err2 != nil {
+						t.Fatal(err1, err2)
+					}
+					if got[i] != want || got[i] != inMem {
+						t.Fatalf("seed %d, round %d, decision %d of %d (%s cost %d, peek %v), after %d refunds:\nbatch       %+v\none by one  %+v\nmemory      %+v", seed, round, i, len(reqs), r.Limit, r.Cost, peek[i], refunds, got[i], want, inMem)
+					}
+				}
+				if len(grants) > 0 && rng.IntN(2) == 0 {
+					j := len(grants) - 1 - rng.IntN(min(3, len(grants))) // a recent one, mostly live
+					gs := grants[j]
+					grants = append(grants[:j], grants[j+1:]...)
+					back := []int64{rng.Int64N(gs[0].Requests[0].Cost + 1)}
+					for i, g := range gs {
+						if err := stores[i].Refund(ctx, g, back); err != nil {
+							t.Fatal(err)
+						}
+					}
+					refunds++
+				}
+				for n := int64(1); n <= 21; n++ {
+					v := redlimit.Per(20, period).SlidingLog()
+					var res [3]redlimit.Result
+					for i, s := range stores {
+						if res[i], err = s.Peek(ctx, key, v, n); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if res[0] != res[1] || res[0] != res[2] {
+						t.Fatalf("seed %d, round %d, after %d refunds: peek of %d: batch %+v, one by one %+v, memory %+v", seed, round, refunds, n, res[0], res[1], res[2])
+					}
+				}
+			}
+			t.Logf("%d refunds", refunds)
+		})
+	}
+}
