@@ -105,6 +105,19 @@ func TestCallgrindCost(t *testing.T) {
 	}
 	measure("sliding_log denied, cost 1, unbatched", keys, 1, func(i int) { allow("d"+strconv.Itoa(i%keys), deny, 1, false) })
 
+	// A key in debt (a debit of MaxCost beyond its count of 3): a denial
+	// waits for a unit about 2^40 on.
+	for i := range keys / 10 {
+		key := "x" + strconv.Itoa(i)
+		for range 3 {
+			allow(key, deny, 1, true)
+		}
+		if _, err := single.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: deny, Cost: redlimit.MaxCost, Debit: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	measure("sliding_log denied in debt, cost 1, unbatched", keys/10, 1, func(i int) { allow("x"+strconv.Itoa(i%(keys/10)), deny, 1, false) })
+
 	const batch = 64
 	reqs := make([]redlimit.Request, batch)
 	batchKeys := func(i int) []redlimit.Request {
