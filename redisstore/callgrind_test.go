@@ -105,6 +105,19 @@ func TestCallgrindCost(t *testing.T) {
 	}
 	measure("sliding_log denied, cost 1, unbatched", keys, 1, func(i int) { allow("d"+strconv.Itoa(i%keys), deny, 1, false) })
 
+	// A key in debt (a debit of MaxCost beyond its count of 3): a denial
+	// waits for a unit about 2^40 on.
+	for i := range keys / 10 {
+		key := "x" + strconv.Itoa(i)
+		for range 3 {
+			allow(key, deny, 1, true)
+		}
+		if _, err := single.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: deny, Cost: redlimit.MaxCost, Debit: true}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	measure("sliding_log denied in debt, cost 1, unbatched", keys/10, 1, func(i int) { allow("x"+strconv.Itoa(i%(keys/10)), deny, 1, false) })
+
 	const batch = 64
 	reqs := make([]redlimit.Request, batch)
 	batchKeys := func(i int) []redlimit.Request {
@@ -136,6 +149,21 @@ func TestCallgrindCost(t *testing.T) {
 			t.Fatalf("%+v, %v", res, err)
 		}
 	})
+
+	// A hot key at its limit: 64 denials on one key, a run of the batch
+	// script, of cost 1 (the first live entry) and of cost 2 (the second
+	// live unit, a search by rank).
+	for _, cost := range []int64{1, 2} {
+		for j := range reqs {
+			reqs[j] = redlimit.Request{Key: "d0", Limit: deny, Cost: cost}
+		}
+		measure("sliding_log denied, cost "+strconv.FormatInt(cost, 10)+", a run of 64 on one key", keys/batch, batch, func(i int) {
+			res, err := single.DecideBatch(ctx, reqs, nil)
+			if err != nil || res[0].Allowed || res[batch-1].Allowed {
+				t.Fatalf("%+v, %v", res, err)
+			}
+		})
+	}
 
 	// The other algorithms, one call each, for comparison.
 	for _, l := range []redlimit.Limit{

@@ -3,10 +3,15 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/redlimittest"
 )
@@ -110,4 +115,126 @@ func TestSlidingLogSmallLimitKeepsFewExpired(t *testing.T) {
 	if most > 2*5+1 {
 		t.Errorf("a log of 5 per second under steady traffic held up to %d members, want at most 11 (5 live)", most)
 	}
+}
+
+// TestSlidingLogDebtDenialSearchBounded: a key in debt (a debit of
+// redlimit.MaxCost beyond a count of 3: about 2^40 live units, in five
+// entries) is denied for its whole period, and each denial waits for a
+// unit about 2^40 units on, which log.lua's log_unit_at searches for by
+// rank. Its search stays within the set (the newest entry holds the
+// unit): a denial makes no more Redis commands than one on a full log of
+// a small count, one by one, in a batch's run and in AllowAll, whose
+// answers are the memory store's.
+func TestSlidingLogDebtDenialSearchBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	clock := redlimittest.NewClock(today)
+	s, err := redisstore.New(client, redisstore.WithBatching(false), redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	ctx := context.Background()
+	l := redlimit.Per(3, time.Hour).SlidingLog()
+	for _, st := range []redlimit.Limiter{s, mem} {
+		for range 3 {
+			clock.Advance(time.Second)
+			if r, err := st.AllowN(ctx, "k", l, 1); err != nil || !r.Allowed {
+				t.Fatalf("%+v, %v", r, err)
+			}
+		}
+		clock.Advance(-3 * time.Second)
+	}
+	clock.Advance(4 * time.Second)
+	debit := []redlimit.Request{{Key: "k", Limit: l, Cost: redlimit.MaxCost, Debit: true}}
+	d1, err1 := s.AllowAll(ctx, debit)
+	d2, err2 := mem.AllowAll(ctx, debit)
+	if err1 != nil || err2 != nil || d1.Results[0] != d2.Results[0] {
+		t.Fatalf("debit: %+v (%v), memory %+v (%v)", d1, err1, d2, err2)
+	}
+	clock.Advance(time.Second)
+	type decide func(st redlimit.Limiter, n int64) ([]redlimit.Result, error)
+	one := func(st redlimit.Limiter, n int64) ([]redlimit.Result, error) {
+		r, err := st.AllowN(ctx, "k", l, n)
+		return []redlimit.Result{r}, err
+	}
+	for _, c := range []struct {
+		name   string
+		redis  decide
+		memory decide
+	}{
+		{"AllowN", one, one},
+		{"a run of 4", func(_ redlimit.Limiter, n int64) ([]redlimit.Result, error) {
+			reqs := []redlimit.Request{{Key: "k", Limit: l, Cost: n}, {Key: "k", Limit: l, Cost: 1}, {Key: "k", Limit: l, Cost: 3}, {Key: "k", Limit: l, Cost: n}}
+			return s.DecideBatch(ctx, reqs, []bool{false, true, false, true})
+		}, func(st redlimit.Limiter, n int64) ([]redlimit.Result, error) {
+			var out []redlimit.Result
+			for i, m := range []int64{n, 1, 3, n} {
+				f := st.AllowN
+				if i%2 == 1 {
+					f = st.Peek
+				}
+				r, err := f(ctx, "k", l, m)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, r)
+			}
+			return out, nil
+		}},
+		{"AllowAll", func(st redlimit.Limiter, n int64) ([]redlimit.Result, error) {
+			d, err := st.AllowAll(ctx, []redlimit.Request{{Key: "k", Limit: l, Cost: n}, {Key: "other", Limit: l, Cost: 1}})
+			return d.Results, err
+		}, nil},
+		{"a debit", func(st redlimit.Limiter, n int64) ([]redlimit.Result, error) {
+			d, err := st.AllowAll(ctx, []redlimit.Request{{Key: "k", Limit: l, Cost: n, Debit: true}})
+			return d.Results, err
+		}, nil},
+	} {
+		if c.memory == nil {
+			c.memory = c.redis
+		}
+		for n := int64(1); n <= 3; n++ {
+			clock.Advance(time.Millisecond)
+			before := innerCommands(t, srv)
+			got, err1 := c.redis(s, n)
+			after := innerCommands(t, srv)
+			want, err2 := c.memory(mem, n)
+			if err1 != nil || err2 != nil || !slices.Equal(got, want) {
+				t.Fatalf("%s of cost %d: %+v (%v), memory %+v (%v)", c.name, n, got, err1, want, err2)
+			}
+			if got[0].Allowed {
+				t.Fatalf("%s of cost %d allowed in debt: %+v", c.name, n, got[0])
+			}
+			total := 0.0
+			for name, v := range after {
+				total += v - before[name]
+			}
+			// Two reads, then per decision the rank of the first live
+			// entry, the set's end and a search among two live entries;
+			// AllowAll's other key, two more.
+			if most := float64(4 + 4*len(got)); total > most {
+				t.Errorf("%s of cost %d: %v Redis commands in the script, want at most %v: %v", c.name, n, total, most, diff(after, before))
+			}
+		}
+	}
+}
+
+// diff returns a - b by name, without the names equal in both.
+func diff(a, b map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for name, v := range a {
+		if d := v - b[name]; d != 0 {
+			out[name] = d
+		}
+	}
+	return out
 }

@@ -34,6 +34,7 @@ func modelEnvs(tb testing.TB, d deployment) model.NewEnv {
 		client rueidis.Client
 		rs     *redisstore.Store
 		rb     *redisstore.Store // the batch script's store
+		rr     *redisstore.Store // the store of runTarget
 		runs   atomic.Int64
 	)
 	clock := redlimittest.NewClock(redlimittest.T0)
@@ -59,7 +60,12 @@ func modelEnvs(tb testing.TB, d deployment) model.NewEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		client, rs, rb = c, s, b
+		r, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithPrefix(p+"r:"),
+			redisstore.WithTTLMargin(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, rs, rb, rr = c, s, b, r
 	}
 	return func(t testing.TB) model.Env {
 		once.Do(func() { connect(t) })
@@ -74,14 +80,15 @@ func modelEnvs(tb testing.TB, d deployment) model.NewEnv {
 		return model.Env{
 			Clock: clock,
 			Targets: []model.Target{{Name: "memory", Limiter: mem}, {Name: "redis", Limiter: rs, Split: d.cluster},
-				{Name: "redis batch script", Limiter: rb, Split: d.cluster}},
+				{Name: "redis batch script", Limiter: rb, Split: d.cluster},
+				{Name: "redis batch runs", Limiter: &runTarget{s: rr, client: client, clock: clock, oneKey: d.cluster}, Split: d.cluster}},
 			Key: func(i int) string { return fmt.Sprintf("r%d.%d", run, i) },
 			Close: func(touched []model.Touched) {
 				mem.Close()
 				// One UNLINK per key: a key's states share its hash tag.
 				byKey := make(map[string][]string)
 				for _, s := range touched {
-					byKey[s.Key] = append(byKey[s.Key], rs.KeyOf(s.Key, s.Limit), rb.KeyOf(s.Key, s.Limit))
+					byKey[s.Key] = append(byKey[s.Key], rs.KeyOf(s.Key, s.Limit), rb.KeyOf(s.Key, s.Limit), rr.KeyOf(s.Key, s.Limit))
 				}
 				var cmds rueidis.Commands
 				for _, keys := range byKey {

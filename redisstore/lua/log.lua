@@ -68,13 +68,21 @@ local function log_rank(key, since)
   return redis.call('ZCOUNT', key, '-inf', str(since))
 end
 
+-- LOG_SEARCH_WIDE is the k above which log_unit_at bounds its search by
+-- the set's end (one call more) rather than by k entries on.
+local LOG_SEARCH_WIDE = 16
+
 -- log_unit_at returns the time of the k-th unit after base, on key's log
 -- read at t under a period of W µs (log_read's t and base; 1 <= k <= c):
 -- the first live entry whose cum is k units past base: for k = 1, the
 -- first live entry. Otherwise the entry is within the k entries from the
--- first live one (each holds a unit at least): a binary search by rank,
--- each probe O(log n), whose first probe is where the unit is when every
--- entry holds one unit.
+-- first live one (each holds a unit at least), and at most the newest
+-- (which holds the c-th unit): a binary search by rank, each probe
+-- O(log n), whose first probe is where the unit is when every entry holds
+-- one unit. A large k is bounded by the newest entry's rank first: a key
+-- in debt waits for a unit up to redlimit.MaxCost on, most often in its
+-- newest entry, which the search would otherwise reach in about log2(k)
+-- probes past the set's end.
 local function log_unit_at(key, t, W, base, k)
   if k == 1 then
     -- A live unit is in an entry after t - W; were there none (a log
@@ -84,6 +92,7 @@ local function log_unit_at(key, t, W, base, k)
   end
   local rank = log_rank(key, t - W)
   local lo, hi = rank - 1, rank + k - 1
+  if k > LOG_SEARCH_WIDE then hi = math.min(hi, redis.call('ZCARD', key) - 1) end
   local mid = hi - 1
   local at
   while hi - lo > 1 do
