@@ -1,0 +1,192 @@
+package redisstore_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/resilient"
+)
+
+// TestSentinelFailover SIGKILLs the master of a Sentinel deployment (a
+// master, its replica, three sentinels) under Stores opened through the
+// sentinels, and shows that:
+//   - a Store follows the sentinels to the promoted replica without being
+//     reopened: its decisions fail, each within its deadline, until the
+//     client has switched, then succeed;
+//   - what was replicated before the kill still counts: a limit exhausted
+//     before stays exhausted, a limit partly used keeps what it had left;
+//   - a resilient.Limiter in front of another Store answers from its
+//     failure policy within its deadline during the failover, and from
+//     Redis again after it.
+//
+// It logs how long the failover took, as the Store saw it.
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
+	const (
+		callTimeout = time.Second            // of each call to the Store
+		frontLimit  = 500 * time.Millisecond // the resilient limiter's Timeout
+		margin      = time.Second            // a busy host's scheduling, on top of either
+		recovery    = 30 * time.Second
+	)
+	g := redistest.StartSentinelGroup(t, "mymaster")
+	sentinels := g.SentinelAddrs()
+	url := "redis://" + sentinels[0] + "?addr=" + sentinels[1] + "&addr=" + sentinels[2] + "&master_set=" + g.Name
+	pfx := prefix(t)
+	open := func() *redisstore.Store {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := redisstore.Open(ctx, url, redisstore.WithPrefix(pfx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	store := open()
+	front, err := resilient.New(open(), resilient.Options{Timeout: frontLimit, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { front.Close() })
+
+	limits := []redlimit.Limit{
+		// A window of 1,000 hours: no window starts during the test.
+		redlimit.Per(5, 1000*time.Hour).SlidingWindow(),
+		redlimit.Per(5, time.Hour).SlidingLog(),
+	}
+	both := func(key string) []redlimit.Request {
+		return []redlimit.Request{{Key: key, Limit: limits[0], Cost: 1}, {Key: key, Limit: limits[1], Cost: 1}}
+	}
+	decide := func(l redlimit.Limiter, key string) (redlimit.Decision, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		return l.AllowAll(ctx, both(key))
+	}
+	// "full" exhausts both limits, "part" uses 3 of their 5; "open" is
+	// the resilient limiter's, with room for every call of the test.
+	for i := range 6 {
+		d, err := decide(store, "full")
+		if err != nil || d.Allowed != (i < 5) {
+			t.Fatalf("full, call %d before the kill: %+v, %v", i, d, err)
+		}
+	}
+	for i := range 3 {
+		if d, err := decide(store, "part"); err != nil || !d.Allowed {
+			t.Fatalf("part, call %d before the kill: %+v, %v", i, d, err)
+		}
+	}
+	openLimit := redlimit.Per(1<<40, 1000*time.Hour).SlidingWindow()
+	if r, err := front.Allow(context.Background(), "open", openLimit); err != nil || !r.Allowed || r.Source != redlimit.FromStore {
+		t.Fatalf("open before the kill: %+v, %v", r, err)
+	}
+	if d, err := decide(front, "full"); err != nil || d.Allowed || d.Results[0].Source != redlimit.FromStore {
+		t.Fatalf("full through the resilient limiter before the kill: %+v, %v", d, err)
+	}
+	// The decisions are on the replica before the master dies.
+	if n, err := g.Master.Do("WAIT", "1", "5000"); err != nil || n != "1" {
+		t.Fatalf("WAIT 1 5000 on the master: %q, %v", n, err)
+	}
+
+	killed := time.Now()
+	if err := g.Master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg                            sync.WaitGroup
+		switched, stored, frontStored time.Duration // since the kill
+		failed, frontLocal            int
+		slowest, frontSlowest         time.Duration
+		lastErr                       error
+	)
+	// The sentinels' view: when they name the replica as the master.
+	wg.Go(func() {
+		for time.Since(killed) < recovery {
+			if addr, err := g.MasterAddr(); err == nil && addr == g.Replica.Addr() {
+				switched = time.Since(killed)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	// The Store: fails, each call within its deadline, then succeeds.
+	wg.Go(func() {
+		for time.Since(killed) < recovery {
+			start := time.Now()
+			d, err := decide(store, "full")
+			took := time.Since(start)
+			slowest = max(slowest, took)
+			if err == nil {
+				stored = time.Since(killed)
+				if d.Allowed || d.Results[0].Remaining != 0 || d.Results[1].Remaining != 0 {
+					t.Errorf("full after the failover: %+v; want denied with nothing remaining", d)
+				}
+				return
+			}
+			failed++
+			lastErr = err
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	// The resilient limiter: never an error, "full" never allowed, every
+	// answer within its deadline; then Redis answers "open" again.
+	wg.Go(func() {
+		for time.Since(killed) < recovery {
+			start := time.Now()
+			r, err := front.Allow(context.Background(), "open", openLimit)
+			d, derr := decide(front, "full")
+			frontSlowest = max(frontSlowest, time.Since(start))
+			if err != nil || derr != nil || !r.Allowed || d.Allowed {
+				t.Errorf("through the resilient limiter during the failover: open %+v, %v; full %+v, %v", r, err, d, derr)
+				return
+			}
+			if r.Source == redlimit.FromStore {
+				frontStored = time.Since(killed)
+				return
+			}
+			frontLocal++
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	wg.Wait()
+	t.Logf("failover: the sentinels named the replica %v after the kill; the Store's first decision %v after it (%d calls failed before, the slowest took %v; last error: %v); the resilient limiter's first answer from Redis %v after it (%d from its policy, the slowest pair took %v)",
+		switched, stored, failed, slowest, lastErr, frontStored, frontLocal, frontSlowest)
+	if t.Failed() {
+		return
+	}
+	if stored == 0 || frontStored == 0 {
+		t.Fatalf("no decision on Redis %v after the kill (the Store's: %v, the resilient limiter's: %v; the sentinels switched after %v)", recovery, stored, frontStored, switched)
+	}
+	if slowest > callTimeout+margin {
+		t.Errorf("a call to the Store took %v during the failover, above its deadline %v", slowest, callTimeout)
+	}
+	if frontSlowest > 2*(frontLimit+margin) {
+		t.Errorf("two calls to the resilient limiter took %v during the failover, above twice its deadline %v", frontSlowest, frontLimit)
+	}
+	if addr, err := g.MasterAddr(); err != nil || addr != g.Replica.Addr() {
+		t.Fatalf("the sentinels name %q (%v) as the master, want the replica %s", addr, err, g.Replica.Addr())
+	}
+
+	// "part" has 2 left under both limits, on the promoted replica.
+	for i, want := range []bool{true, true, false} {
+		d, err := decide(store, "part")
+		if err != nil || d.Allowed != want {
+			t.Fatalf("part, call %d after the failover: %+v, %v; want allowed %v (3 of 5 used before the kill)", i, d, err, want)
+		}
+	}
+	// The resilient limiter decides on Redis again.
+	for i := range 10 {
+		r, err := front.Allow(context.Background(), "open", openLimit)
+		if err != nil || !r.Allowed || r.Source != redlimit.FromStore {
+			t.Fatalf("open, call %d after the failover: %+v, %v; want allowed by the store", i, r, err)
+		}
+	}
+	if n, err := g.Replica.Do("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", pfx+"*"); err != nil || n == "0" {
+		t.Errorf("keys on the promoted replica: %q, %v", n, err)
+	}
+}
