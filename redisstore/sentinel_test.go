@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,21 +14,32 @@ import (
 	"github.com/redlimit/redlimit/resilient"
 )
 
-// TestSentinelFailover SIGKILLs the master of a Sentinel deployment (a
+// TestSentinelFailover fails the master of a Sentinel deployment (a
 // master, its replica, three sentinels) under Stores opened through the
 // sentinels, and shows that:
 //   - a Store follows the sentinels to the promoted replica without being
 //     reopened: its decisions fail, each within its deadline, until the
 //     client has switched, then succeed;
-//   - what was replicated before the kill still counts: a limit exhausted
-//     before stays exhausted, a limit partly used keeps what it had left;
+//   - what was replicated before the fault still counts: a limit
+//     exhausted before stays exhausted, a limit partly used keeps what it
+//     had left;
 //   - a resilient.Limiter in front of another Store answers from its
 //     failure policy within its deadline during the failover, and from
 //     Redis again after it.
 //
-// It logs how long the failover took, as the Store saw it.
+// The master is SIGKILLed (and restarted empty after the failover: the
+// Stores stay on the promoted replica), SIGKILLed with the sentinel the
+// clients watch for the switch (a sentinel on the master's host), or
+// SIGSTOPped (calls to it hang rather than fail). It logs how long the
+// failover took, as the Store saw it.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
+	for _, fault := range []string{"master killed", "master and watched sentinel killed", "master paused"} {
+		t.Run(fault, func(t *testing.T) { testSentinelFailover(t, fault) })
+	}
+}
+
+func testSentinelFailover(t *testing.T, fault string) {
 	const (
 		callTimeout = time.Second            // of each call to the Store
 		frontLimit  = 500 * time.Millisecond // the resilient limiter's Timeout
@@ -93,8 +105,23 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("WAIT 1 5000 on the master: %q, %v", n, err)
 	}
 
+	// The clients watch the first sentinel for the switch.
+	if n := subscribers(t, g.Sentinels[0]); n != 2 {
+		t.Fatalf("%d clients subscribed on the first sentinel, want the Stores' 2", n)
+	}
+
 	killed := time.Now()
-	if err := g.Master.Kill(); err != nil {
+	switch fault {
+	case "master killed":
+		err = g.Master.Kill()
+	case "master and watched sentinel killed":
+		if err = g.Sentinels[0].Kill(); err == nil {
+			err = g.Master.Kill()
+		}
+	case "master paused":
+		err = g.Master.Pause()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	var (
@@ -189,4 +216,40 @@ func TestSentinelFailover(t *testing.T) {
 	if n, err := g.Replica.Do("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", pfx+"*"); err != nil || n == "0" {
 		t.Errorf("keys on the promoted replica: %q, %v", n, err)
 	}
+	if fault != "master killed" {
+		return
+	}
+	// The old master comes back empty (no persistence) and claims to be a
+	// master until the sentinels make it a replica (they see it within
+	// 10 s): the Stores stay on the promoted replica, where "full" is
+	// exhausted.
+	if err := g.Master.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		d, err := decide(store, "full")
+		if err != nil || d.Allowed || d.Results[0].Source != redlimit.FromStore {
+			role, _ := g.Master.Do("ROLE")
+			t.Fatalf("full, call %d after the old master restarted: %+v, %v; want denied by the store (the old master's ROLE: %q)", i, d, err, role)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// subscribers returns how many clients of s are subscribed to channels.
+func subscribers(t *testing.T, s *redistest.Server) int {
+	t.Helper()
+	out, err := s.Do("CLIENT", "LIST")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(out) {
+		for f := range strings.FieldsSeq(line) {
+			if v, ok := strings.CutPrefix(f, "sub="); ok && v != "0" {
+				n++
+			}
+		}
+	}
+	return n
 }
