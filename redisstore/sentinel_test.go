@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -30,11 +31,13 @@ import (
 // The master is SIGKILLed (and restarted empty after the failover: the
 // Stores stay on the promoted replica), SIGKILLed with the sentinel the
 // clients watch for the switch (a sentinel on the master's host), or
-// SIGSTOPped (calls to it hang rather than fail). It logs how long the
+// SIGSTOPped (calls to it hang rather than fail), or switched over to the
+// replica on an operator's command (SENTINEL FAILOVER: the old master
+// lives on as a replica). It logs how long the
 // failover took, as the Store saw it.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []string{"master killed", "master and watched sentinel killed", "master paused"} {
+	for _, fault := range []string{"master killed", "master and watched sentinel killed", "master paused", "switchover"} {
 		t.Run(fault, func(t *testing.T) { testSentinelFailover(t, fault) })
 	}
 }
@@ -110,7 +113,7 @@ func testSentinelFailover(t *testing.T, fault string) {
 		t.Fatalf("%d clients subscribed on the first sentinel, want the Stores' 2", n)
 	}
 
-	killed := time.Now()
+	faulted := time.Now()
 	switch fault {
 	case "master killed":
 		err = g.Master.Kill()
@@ -120,74 +123,100 @@ func testSentinelFailover(t *testing.T, fault string) {
 		}
 	case "master paused":
 		err = g.Master.Pause()
+	case "switchover":
+		_, err = g.Sentinels[1].Do("SENTINEL", "FAILOVER", g.Name)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	// wroteOnReplica reports whether the replica holds the state of key;
+	// a write made after promoted returned true is there only if it was
+	// made there, not on the old master.
+	promoted := func() bool {
+		role, err := g.Replica.Do("ROLE")
+		return err == nil && strings.HasPrefix(role, "master\n")
+	}
+	wroteOnReplica := func(key string) bool {
+		n, err := g.Replica.Do("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", store.KeyOf(key, openLimit)+"*")
+		return err == nil && n != "0"
+	}
 	var (
 		wg                            sync.WaitGroup
-		switched, stored, frontStored time.Duration // since the kill
+		switched, stored, frontStored time.Duration // since the fault
 		failed, frontLocal            int
 		slowest, frontSlowest         time.Duration
 		lastErr                       error
 	)
 	// The sentinels' view: when they name the replica as the master.
 	wg.Go(func() {
-		for time.Since(killed) < recovery {
+		for time.Since(faulted) < recovery {
 			if addr, err := g.MasterAddr(); err == nil && addr == g.Replica.Addr() {
-				switched = time.Since(killed)
+				switched = time.Since(faulted)
 				return
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	// The Store: fails, each call within its deadline, then succeeds.
+	// The Store: fails, each call within its deadline, then writes on the
+	// promoted replica.
 	wg.Go(func() {
-		for time.Since(killed) < recovery {
+		for i := 0; time.Since(faulted) < recovery; i++ {
+			after := promoted()
+			probe := fmt.Sprint("probe", i)
 			start := time.Now()
-			d, err := decide(store, "full")
-			took := time.Since(start)
-			slowest = max(slowest, took)
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			_, err := store.Allow(ctx, probe, openLimit)
+			cancel()
+			var d redlimit.Decision
 			if err == nil {
-				stored = time.Since(killed)
-				if d.Allowed || d.Results[0].Remaining != 0 || d.Results[1].Remaining != 0 {
-					t.Errorf("full after the failover: %+v; want denied with nothing remaining", d)
-				}
+				d, err = decide(store, "full")
+			}
+			slowest = max(slowest, time.Since(start))
+			if err != nil {
+				failed++
+				lastErr = err
+			} else if d.Allowed || d.Results[0].Remaining != 0 || d.Results[1].Remaining != 0 {
+				t.Errorf("full during the failover: %+v; want denied with nothing remaining", d)
+				return
+			} else if after && wroteOnReplica(probe) {
+				stored = time.Since(faulted)
 				return
 			}
-			failed++
-			lastErr = err
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	// The resilient limiter: never an error, "full" never allowed, every
-	// answer within its deadline; then Redis answers "open" again.
+	// answer within its deadline; then Redis answers again, the promoted
+	// replica.
 	wg.Go(func() {
-		for time.Since(killed) < recovery {
+		for i := 0; time.Since(faulted) < recovery; i++ {
+			after := promoted()
+			probe := fmt.Sprint("front", i)
 			start := time.Now()
-			r, err := front.Allow(context.Background(), "open", openLimit)
+			r, err := front.Allow(context.Background(), probe, openLimit)
 			d, derr := decide(front, "full")
 			frontSlowest = max(frontSlowest, time.Since(start))
 			if err != nil || derr != nil || !r.Allowed || d.Allowed {
-				t.Errorf("through the resilient limiter during the failover: open %+v, %v; full %+v, %v", r, err, d, derr)
+				t.Errorf("through the resilient limiter during the failover: %s %+v, %v; full %+v, %v", probe, r, err, d, derr)
 				return
 			}
-			if r.Source == redlimit.FromStore {
-				frontStored = time.Since(killed)
+			if r.Source != redlimit.FromStore {
+				frontLocal++
+			} else if after && wroteOnReplica(probe) {
+				frontStored = time.Since(faulted)
 				return
 			}
-			frontLocal++
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
 	wg.Wait()
-	t.Logf("failover: the sentinels named the replica %v after the kill; the Store's first decision %v after it (%d calls failed before, the slowest took %v; last error: %v); the resilient limiter's first answer from Redis %v after it (%d from its policy, the slowest pair took %v)",
+	t.Logf("failover: the sentinels named the replica %v after the fault; the Store's first decision on it %v after it (%d calls failed before, the slowest took %v; last error: %v); the resilient limiter's first answer from it %v after it (%d from its policy, the slowest pair took %v)",
 		switched, stored, failed, slowest, lastErr, frontStored, frontLocal, frontSlowest)
 	if t.Failed() {
 		return
 	}
 	if stored == 0 || frontStored == 0 {
-		t.Fatalf("no decision on Redis %v after the kill (the Store's: %v, the resilient limiter's: %v; the sentinels switched after %v)", recovery, stored, frontStored, switched)
+		t.Fatalf("no decision on Redis %v after the fault (the Store's: %v, the resilient limiter's: %v; the sentinels switched after %v)", recovery, stored, frontStored, switched)
 	}
 	if slowest > callTimeout+margin {
 		t.Errorf("a call to the Store took %v during the failover, above its deadline %v", slowest, callTimeout)
@@ -216,6 +245,7 @@ func testSentinelFailover(t *testing.T, fault string) {
 	if n, err := g.Replica.Do("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", pfx+"*"); err != nil || n == "0" {
 		t.Errorf("keys on the promoted replica: %q, %v", n, err)
 	}
+
 	if fault != "master killed" {
 		return
 	}
