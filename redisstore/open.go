@@ -93,6 +93,20 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	if copt.TLSConfig != nil && copt.TLSConfig.MinVersion == 0 {
 		copt.TLSConfig.MinVersion = tls.VersionTLS12
 	}
+	if copt.Sentinel.MasterSet != "" {
+		// rueidis dials the sentinels with Sentinel.Dialer, whose zero
+		// value has no keep-alive: the connection on which the client
+		// hears that the master moved is then never PINGed, and a sentinel
+		// that hangs with it open (a stopped process) keeps the client on a
+		// dead master for as long as it hangs. With the master's dialer,
+		// a second of silence on it sends a PING, and a PING unanswered
+		// within write_timeout (10 s by default) closes it: the client
+		// turns to another sentinel.
+		copt.Sentinel.Dialer = copt.Dialer
+		if copt.Sentinel.Dialer.KeepAlive == 0 {
+			copt.Sentinel.Dialer.KeepAlive = rueidis.DefaultTCPKeepAlive
+		}
+	}
 	// Decisions never read through the client-side cache.
 	copt.DisableCache = true
 	return copt, nil

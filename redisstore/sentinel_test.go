@@ -29,20 +29,33 @@ import (
 //     Redis again after it.
 //
 // The master is SIGKILLed (and restarted empty after the failover: the
-// Stores stay on the promoted replica), SIGKILLed with the sentinel the
-// clients watch for the switch (a sentinel on the master's host), or
-// SIGSTOPped (calls to it hang rather than fail), or switched over to the
-// replica on an operator's command (SENTINEL FAILOVER: the old master
-// lives on as a replica). It logs how long the
-// failover took, as the Store saw it.
+// Stores stay on the promoted replica); SIGKILLed with the sentinel the
+// clients watch for the switch (a sentinel on the master's host);
+// SIGKILLed while that sentinel hangs (SIGSTOP: its connections stay open
+// and silent); SIGSTOPped (calls to it hang rather than fail); or switched
+// over to the replica on an operator's command (SENTINEL FAILOVER: the old
+// master lives on as a replica). It logs how long the failover took, as
+// the Store saw it.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []string{"master killed", "master and watched sentinel killed", "master paused", "switchover"} {
-		t.Run(fault, func(t *testing.T) { testSentinelFailover(t, fault) })
+	for _, c := range []struct{ fault, query string }{
+		{"master killed", ""},
+		{"master and watched sentinel killed", ""},
+		// The clients notice the hung sentinel after about twice
+		// write_timeout plus dial_timeout (22 s measured with the
+		// defaults, 10 s and 5 s): shortened here.
+		{"master killed, watched sentinel hung", "&write_timeout=3s&dial_timeout=1s"},
+		{"master paused", ""},
+		{"switchover", ""},
+	} {
+		t.Run(c.fault, func(t *testing.T) {
+			t.Parallel()
+			testSentinelFailover(t, c.fault, c.query)
+		})
 	}
 }
 
-func testSentinelFailover(t *testing.T, fault string) {
+func testSentinelFailover(t *testing.T, fault, query string) {
 	const (
 		callTimeout = time.Second            // of each call to the Store
 		frontLimit  = 500 * time.Millisecond // the resilient limiter's Timeout
@@ -52,6 +65,7 @@ func testSentinelFailover(t *testing.T, fault string) {
 	g := redistest.StartSentinelGroup(t, "mymaster")
 	sentinels := g.SentinelAddrs()
 	url := "redis://" + sentinels[0] + "?addr=" + sentinels[1] + "&addr=" + sentinels[2] + "&master_set=" + g.Name
+	url += query
 	pfx := prefix(t)
 	open := func() *redisstore.Store {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -119,6 +133,10 @@ func testSentinelFailover(t *testing.T, fault string) {
 		err = g.Master.Kill()
 	case "master and watched sentinel killed":
 		if err = g.Sentinels[0].Kill(); err == nil {
+			err = g.Master.Kill()
+		}
+	case "master killed, watched sentinel hung":
+		if err = g.Sentinels[0].Pause(); err == nil {
 			err = g.Master.Kill()
 		}
 	case "master paused":
@@ -210,8 +228,8 @@ func testSentinelFailover(t *testing.T, fault string) {
 		}
 	})
 	wg.Wait()
-	t.Logf("failover: the sentinels named the replica %v after the fault; the Store's first decision on it %v after it (%d calls failed before, the slowest took %v; last error: %v); the resilient limiter's first answer from it %v after it (%d from its policy, the slowest pair took %v)",
-		switched, stored, failed, slowest, lastErr, frontStored, frontLocal, frontSlowest)
+	t.Logf("%s: the sentinels named the replica %v after the fault; the Store's first decision on it %v after it (%d calls failed before, the slowest took %v; last error: %v); the resilient limiter's first answer from it %v after it (%d from its policy, the slowest pair took %v)",
+		fault, switched, stored, failed, slowest, lastErr, frontStored, frontLocal, frontSlowest)
 	if t.Failed() {
 		return
 	}

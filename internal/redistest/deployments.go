@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -123,10 +124,14 @@ func (g *SentinelGroup) SentinelAddrs() []string {
 }
 
 // MasterAddr returns the address of the master as the first sentinel that
-// answers names it (SENTINEL GET-MASTER-ADDR-BY-NAME).
+// answers names it (SENTINEL GET-MASTER-ADDR-BY-NAME); paused sentinels
+// are not asked.
 func (g *SentinelGroup) MasterAddr() (string, error) {
-	var err error
+	err := errors.New("redistest: no sentinel running")
 	for _, s := range g.Sentinels {
+		if !s.live() {
+			continue
+		}
 		var out string
 		if out, err = s.quickDo("SENTINEL", "GET-MASTER-ADDR-BY-NAME", g.Name); err == nil {
 			host, port, ok := strings.Cut(out, "\n")
