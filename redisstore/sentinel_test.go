@@ -64,8 +64,7 @@ func testSentinelFailover(t *testing.T, fault, query string) {
 	)
 	g := redistest.StartSentinelGroup(t, "mymaster")
 	sentinels := g.SentinelAddrs()
-	url := "redis://" + sentinels[0] + "?addr=" + sentinels[1] + "&addr=" + sentinels[2] + "&master_set=" + g.Name
-	url += query
+	url := "redis://" + sentinels[0] + "?addr=" + sentinels[1] + "&addr=" + sentinels[2] + "&master_set=" + g.Name + query
 	pfx := prefix(t)
 	open := func() *redisstore.Store {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -97,27 +96,27 @@ func testSentinelFailover(t *testing.T, fault, query string) {
 		defer cancel()
 		return l.AllowAll(ctx, both(key))
 	}
-	// "full" exhausts both limits, "part" uses 3 of their 5; "open" is
-	// the resilient limiter's, with room for every call of the test.
+	// "full" exhausts both limits, "part" uses 3 of their 5; openLimit
+	// has room for every call of the test.
 	for i := range 6 {
 		d, err := decide(store, "full")
 		if err != nil || d.Allowed != (i < 5) {
-			t.Fatalf("full, call %d before the kill: %+v, %v", i, d, err)
+			t.Fatalf("full, call %d before the fault: %+v, %v", i, d, err)
 		}
 	}
 	for i := range 3 {
 		if d, err := decide(store, "part"); err != nil || !d.Allowed {
-			t.Fatalf("part, call %d before the kill: %+v, %v", i, d, err)
+			t.Fatalf("part, call %d before the fault: %+v, %v", i, d, err)
 		}
 	}
 	openLimit := redlimit.Per(1<<40, 1000*time.Hour).SlidingWindow()
 	if r, err := front.Allow(context.Background(), "open", openLimit); err != nil || !r.Allowed || r.Source != redlimit.FromStore {
-		t.Fatalf("open before the kill: %+v, %v", r, err)
+		t.Fatalf("open before the fault: %+v, %v", r, err)
 	}
 	if d, err := decide(front, "full"); err != nil || d.Allowed || d.Results[0].Source != redlimit.FromStore {
-		t.Fatalf("full through the resilient limiter before the kill: %+v, %v", d, err)
+		t.Fatalf("full through the resilient limiter before the fault: %+v, %v", d, err)
 	}
-	// The decisions are on the replica before the master dies.
+	// The decisions are on the replica before the fault.
 	if n, err := g.Master.Do("WAIT", "1", "5000"); err != nil || n != "1" {
 		t.Fatalf("WAIT 1 5000 on the master: %q, %v", n, err)
 	}
@@ -147,9 +146,9 @@ func testSentinelFailover(t *testing.T, fault, query string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// wroteOnReplica reports whether the replica holds the state of key;
-	// a write made after promoted returned true is there only if it was
-	// made there, not on the old master.
+	// promoted reports whether the replica is a master: from then on it
+	// replicates nothing, and a write found on it was made on it
+	// (wroteOnReplica), not on the old master.
 	promoted := func() bool {
 		role, err := g.Replica.Do("ROLE")
 		return err == nil && strings.HasPrefix(role, "master\n")
@@ -185,11 +184,13 @@ func testSentinelFailover(t *testing.T, fault, query string) {
 			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 			_, err := store.Allow(ctx, probe, openLimit)
 			cancel()
+			slowest = max(slowest, time.Since(start))
 			var d redlimit.Decision
 			if err == nil {
+				start = time.Now()
 				d, err = decide(store, "full")
+				slowest = max(slowest, time.Since(start))
 			}
-			slowest = max(slowest, time.Since(start))
 			if err != nil {
 				failed++
 				lastErr = err
@@ -250,7 +251,7 @@ func testSentinelFailover(t *testing.T, fault, query string) {
 	for i, want := range []bool{true, true, false} {
 		d, err := decide(store, "part")
 		if err != nil || d.Allowed != want {
-			t.Fatalf("part, call %d after the failover: %+v, %v; want allowed %v (3 of 5 used before the kill)", i, d, err, want)
+			t.Fatalf("part, call %d after the failover: %+v, %v; want allowed %v (3 of 5 used before the fault)", i, d, err, want)
 		}
 	}
 	// The resilient limiter decides on Redis again.
