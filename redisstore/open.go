@@ -27,12 +27,13 @@ var ErrConnect = errors.New("redisstore: cannot use Redis")
 //
 //	redis://[user[:password]@]host[:port][/db]      standalone, or Cluster (detected)
 //	redis://host:7000?addr=host:7001&addr=host:7002  several seed addresses (Cluster)
-//	redis://host:26379?master_set=mymaster          Sentinel: the sentinels and the master's name
+//	redis://host:26379?addr=host2:26379&master_set=mymaster  Sentinel: the sentinels and the master's name
 //	rediss://host:6380?ca_file=/etc/redis/ca.pem    TLS with a custom CA (skip_verify=true to not verify)
 //
 // user and password are the ACL user and password (only a password: AUTH
 // with requirepass); db selects a database (not on Cluster); dial_timeout
-// sets the connect timeout.
+// sets the connect timeout; write_timeout how long a connection (to Redis
+// or to a sentinel) may leave a PING unanswered before it is closed.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	copt, err := ParseURL(rawURL)
 	if err != nil {
@@ -92,6 +93,20 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	}
 	if copt.TLSConfig != nil && copt.TLSConfig.MinVersion == 0 {
 		copt.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	if copt.Sentinel.MasterSet != "" {
+		// rueidis dials the sentinels with Sentinel.Dialer, whose zero
+		// value has no keep-alive: the connection on which the client
+		// hears that the master moved is then never PINGed, and a sentinel
+		// that hangs with it open (a stopped process) keeps the client on a
+		// dead master for as long as it hangs. With the master's dialer,
+		// a second of silence on it sends a PING, and a PING unanswered
+		// within write_timeout (10 s by default) closes it: the client
+		// turns to another sentinel.
+		copt.Sentinel.Dialer = copt.Dialer
+		if copt.Sentinel.Dialer.KeepAlive == 0 {
+			copt.Sentinel.Dialer.KeepAlive = rueidis.DefaultTCPKeepAlive
+		}
 	}
 	// Decisions never read through the client-side cache.
 	copt.DisableCache = true
