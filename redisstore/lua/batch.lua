@@ -138,15 +138,15 @@ end
 -- run_log decides decisions i..e on the sliding log key, whose period is W.
 local function run_log(key, i, e, W)
   local t, c, newest, top, total, base = log_read(key, now, W)
-  local stored, last, add, ttl, lim, seen = c, newest, 0, nil, nil, {}
+  local stored, last, add, lim, seen = c, newest, 0, nil, {}
   for k = i, e do
     local j = at[k]
     local n, L = nums[ARGV[j + 4]] or num(ARGV[j + 4]), nums[ARGV[j + 3]] or num(ARGV[j + 3])
     local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, last, base, stored, seen)
-    if ok and ARGV[j] == 'a' then c, last, add, ttl, lim = c + n, t, add + n, reset, L end
+    if ok and ARGV[j] == 'a' then c, last, add, lim = c + n, t, add + n, L end
     put(ok, rem, retry, reset)
   end
-  if add > 0 then log_append(key, W, lim, total, newest, top, t, add, ms(ttl)) end
+  if add > 0 then log_append(key, W, lim, total, newest, top, t, add) end
 end
 
 local i = 1

@@ -57,7 +57,7 @@ local function log_read(key, now, W)
   if newest <= t - W then return t, 0, newest, top, total end
   -- The base's member is 'b' (cum 0); a set without an entry before its
   -- live ones (none is made) would count them all: the strict side.
-  local b = redis.call('ZRANGE', key, str(t - W), '-inf', 'BYSCORE', 'REV', 'LIMIT', '0', '1')
+  local b = redis.call('ZREVRANGEBYSCORE', key, str(t - W), '-inf', 'LIMIT', '0', '1')
   local base = tonumber(b[1]) or 0
   return t, log_units(base, total), newest, top, total, base
 end
@@ -114,9 +114,13 @@ end
 -- log_append is the sliding log's commit, after log_read (total, newest,
 -- top, t) under a limit of L per W µs: it trims expired entries (see
 -- LOG_TRIM_EVERY), adds n units at t (a new entry, or the newest one's, if
--- that is at t; a new set starts with its base) and gives the set the TTL
--- ttl_ms.
-local function log_append(key, W, L, total, newest, top, t, n, ttl_ms)
+-- that is at t; a new set starts with its base) and gives the set a TTL
+-- that covers the new entry's period, t + W, plus the margin: with the
+-- server's clock, that instant (PEXPIREAT, which Redis propagates as is;
+-- it rewrites a PEXPIRE to one), at least what PEXPIRE would give at
+-- now; with the caller's, the duration from now (PEXPIRE), since the
+-- server's clock may differ.
+local function log_append(key, W, L, total, newest, top, t, n)
   local after = log_add(total, n)
   local every = math.min(L, LOG_TRIM_EVERY)
   if newest ~= nil and newest > -math.huge and math.floor(after / every) ~= math.floor(total / every) then
@@ -133,5 +137,9 @@ local function log_append(key, W, L, total, newest, top, t, n, ttl_ms)
     if newest == t then redis.call('ZREM', key, top) end
     redis.call('ZADD', key, str(t), cum)
   end
-  redis.call('PEXPIRE', key, ttl_ms)
+  if SERVER_CLOCK then
+    redis.call('PEXPIREAT', key, str(math.ceil((t + W + MARGIN) / 1000)))
+  else
+    redis.call('PEXPIRE', key, ms(t + W - now))
+  end
 end

@@ -107,7 +107,7 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
       if alg == FIXED_WINDOW then
         windows_add(key, s[1], s[2], s[3], FIXED_WINDOW_SPAN, cost, ttl)
       elseif alg == SLIDING_LOG then
-        log_append(key, tonumber(args[j + 2]), tonumber(args[j + 3]), s[1], s[2], s[3], s[4], tonumber(cost), ttl)
+        log_append(key, tonumber(args[j + 2]), tonumber(args[j + 3]), s[1], s[2], s[3], s[4], tonumber(cost))
         if s[5] then redis.call('ZREM', key, unpack(s[5])) end
       elseif alg == SLIDING_WINDOW then
         windows_add(key, s[1], s[2], s[3], SLIDING_WINDOW_SPAN, cost, ttl)

@@ -4,6 +4,6 @@
 local function sliding_log_one(key, allow, W, L, n, cost)
   local t, c, newest, top, total, base = log_read(key, now, W)
   local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, base, c)
-  if ok and allow then log_append(key, W, L, total, newest, top, t, n, ms(reset)) end
+  if ok and allow then log_append(key, W, L, total, newest, top, t, n) end
   return ok, rem, retry, reset
 end
