@@ -413,41 +413,56 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 // node with the keys in ARGV and the allow-cross-slot-keys flag (see
 // pernode.go). The error is the call's; the outs are then untouched.
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
-	nkeys, nvals := 0, 4
-	for _, p := range batch {
-		if p.reqs == nil {
-			nkeys, nvals = nkeys+1, nvals+5
-		} else {
-			nkeys, nvals = nkeys+len(p.reqs), nvals+2+7*len(p.reqs)
-		}
-	}
-	keys := make([]string, 0, nkeys)
-	args := make([]string, 4, nvals+nkeys)
-	args[0], args[1], args[2] = strconv.Itoa(len(batch)), at, s.margin
-	for _, p := range batch {
+	// The limits of the decisions of one limit, each sent once (the
+	// batch's decisions mostly share a few), and a byte per decision.
+	var specs [maxBatch]batchLimit
+	nspecs, nkeys, nvals := 0, 0, 0
+	dec := make([]byte, len(batch))
+	for i, p := range batch {
 		if p.reqs != nil {
-			args = append(args, "m", strconv.Itoa(len(p.reqs)))
-			for i, r := range p.reqs {
-				kind := "0"
-				if r.Debit {
-					kind = "1"
-				}
-				args = append(appendLimitArgs(args, r), kind)
-				keys = append(keys, p.keys[i])
-			}
+			dec[i] = batchSeveral
+			nkeys, nvals = nkeys+len(p.reqs), nvals+1+7*len(p.reqs)
 			continue
 		}
+		nkeys++
 		l := p.req.Limit
-		window, count := l.Period.Microseconds(), l.Count
+		x := batchLimit{op: "a", alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cost: p.req.Cost}
 		if l.Algorithm == redlimit.TokenBucket {
-			window, count = l.EmissionInterval(), l.Burst
+			x.window, x.count = l.EmissionInterval(), l.Burst
 		}
-		op := "a"
 		if p.op == opPeek {
-			op = "p"
+			x.op = "p"
 		}
-		args = append(args, op, strconv.Itoa(int(l.Algorithm)), strconv.FormatInt(window, 10), strconv.FormatInt(count, 10), strconv.FormatInt(p.req.Cost, 10))
-		keys = append(keys, p.key)
+		k := 0
+		for k < nspecs && specs[k] != x {
+			k++
+		}
+		if k == nspecs {
+			specs[k] = x
+			nspecs++
+		}
+		dec[i] = byte(batchFirstLimit + k)
+	}
+	keys := make([]string, 0, nkeys)
+	args := make([]string, 6, 6+5*nspecs+nvals+nkeys)
+	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(len(batch)), at, s.margin, string(dec), strconv.Itoa(nspecs)
+	for _, x := range specs[:nspecs] {
+		args = append(args, x.op, strconv.Itoa(int(x.alg)), strconv.FormatInt(x.window, 10), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
+	}
+	for _, p := range batch {
+		if p.reqs == nil {
+			keys = append(keys, p.key)
+			continue
+		}
+		args = append(args, strconv.Itoa(len(p.reqs)))
+		for i, r := range p.reqs {
+			kind := "0"
+			if r.Debit {
+				kind = "1"
+			}
+			args = append(appendLimitArgs(args, r), kind)
+			keys = append(keys, p.keys[i])
+		}
 	}
 	var reply []int64
 	var err error
@@ -480,6 +495,22 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 	}
 	return nil
 }
+
+// batchLimit is a limit of the batch script's decisions of one limit, as
+// it sends them (see lua/batch.lua): op, algorithm, window µs (token
+// bucket: emission interval µs), count (token bucket: burst) and cost.
+type batchLimit struct {
+	op                  string
+	alg                 redlimit.Algorithm
+	window, count, cost int64
+}
+
+// The batch script's byte for a decision of several limits, and that of
+// its first limit of one (the k-th is batchFirstLimit + k).
+const (
+	batchSeveral    = '0'
+	batchFirstLimit = 65
+)
 
 // result makes r's result from the script's four values: allowed (1/0),
 // remaining, retry-after µs (-1 for never) and reset-after µs.

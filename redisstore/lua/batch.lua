@@ -13,12 +13,17 @@
 -- ARGV[1]: the number of decisions, d.
 -- ARGV[4]: '' when the keys are KEYS; otherwise the index in ARGV after
 -- which they are, in the same order.
--- Then each decision, from ARGV[5], one after another:
--- one limit: 'a' (allow) or 'p' (peek), algorithm (1 fixed_window,
--- 2 sliding_log, 3 sliding_window, 4 token_bucket), window µs (token
--- bucket: emission interval µs), count (token bucket: burst), cost; one key.
--- several limits (AllowAll): 'm', the number of limits n, then decide.lua's
--- seven values per limit; n keys.
+-- ARGV[5]: the decisions, one byte each, in order: '0' for one of several
+-- limits (AllowAll), otherwise 64 + the number of its limit, one of the s
+-- limits given once for the batch, which decisions share (the arguments
+-- of a decision cost Redis about a thousand instructions each).
+-- ARGV[6]: s. From ARGV[7], each limit: 'a' (allow) or 'p' (peek),
+-- algorithm (1 fixed_window, 2 sliding_log, 3 sliding_window,
+-- 4 token_bucket), window µs (token bucket: emission interval µs), count
+-- (token bucket: burst), cost.
+-- Then each decision of several limits, in order: the number of limits n,
+-- then decide.lua's seven values per limit.
+-- Keys: one per decision of one limit, n per decision of several.
 -- Reply: { now, then per decision and limit: allowed (1/0), remaining,
 -- retry-after µs (-1 for never), reset-after µs }: the replies of the
 -- scripts alone, decision after decision, without their now.
@@ -32,43 +37,47 @@
 -- decide holds each algorithm's function by its number as text.
 local decide = { ['1'] = fixed_window_one, ['2'] = sliding_log_one, ['3'] = sliding_window_one, ['4'] = token_bucket_one }
 
--- num is s + 0 for the values of ARGV, parsed once per call: a batch's
--- decisions share their periods, counts and costs (callers look in nums
--- first, which saves a call).
-local nums = {}
-local function num(s)
-  local x = nums[s]
-  if x == nil then
-    x = s + 0
-    nums[s] = x
-  end
-  return x
-end
-
 local d = tonumber(ARGV[1])
 local keys, kfirst = KEYS, 0
 if ARGV[4] ~= '' then keys, kfirst = ARGV, tonumber(ARGV[4]) end
 
--- at[i] is the index in ARGV of decision i's first value, kat[i] that of
--- its first key in keys.
+-- The limits, by number: allow (true for 'a'), algorithm (as text),
+-- window, count and cost, and the cost as text.
+local sallow, salg, sW, sL, sn, scost = {}, {}, {}, {}, {}, {}
+local ns = tonumber(ARGV[6])
+for l = 1, ns do
+  local j = 2 + 5 * l
+  local a = ARGV[j + 1]
+  if decide[a] == nil then
+    return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
+  end
+  sallow[l], salg[l], sW[l], sL[l], sn[l], scost[l] = ARGV[j] == 'a', a, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 4] + 0, ARGV[j + 4]
+end
+
+-- dec[i] is decision i's limit, or SEVERAL; kat[i] is the index in keys of
+-- its first key, at[i] that in ARGV of its number of limits (several).
+local SEVERAL = 48 - 64
+local dec = { string.byte(ARGV[5], 1, d) }
 local at, kat = {}, {}
-local j, k = 5, kfirst + 1
+local j, k = 7 + 5 * ns, kfirst + 1
 for i = 1, d do
-  at[i], kat[i] = j, k
-  if ARGV[j] == 'm' then
-    local n = tonumber(ARGV[j + 1])
+  local b = dec[i] - 64
+  dec[i], kat[i] = b, k
+  if b == SEVERAL then
+    at[i] = j
+    local n = tonumber(ARGV[j])
     for l = 0, n - 1 do
-      local a = ARGV[j + 2 + 7 * l]
+      local a = ARGV[j + 1 + 7 * l]
       if decide[a] == nil then
         return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
       end
     end
-    j, k = j + 2 + 7 * n, k + n
+    j, k = j + 1 + 7 * n, k + n
   else
-    if decide[ARGV[j + 1]] == nil then
-      return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(ARGV[j + 1]))
+    if salg[b] == nil then
+      return redis.error_reply('ERR redlimit: unknown limit ' .. tostring(b))
     end
-    j, k = j + 5, k + 1
+    k = k + 1
   end
 end
 if kfirst > 0 then
@@ -106,10 +115,10 @@ local function run_windows(key, i, e, check, span)
   local lw, lc, pc, h = windows_read(key)
   local w0, add, ttl = lw, 0, nil
   for k = i, e do
-    local j = at[k]
-    local n = (nums[ARGV[j + 4]] or num(ARGV[j + 4]))
-    local ok, rem, retry, reset, w, c, p = check(now, (nums[ARGV[j + 2]] or num(ARGV[j + 2])), (nums[ARGV[j + 3]] or num(ARGV[j + 3])), n, lw, lc, pc)
-    if ok and ARGV[j] == 'a' then
+    local l = dec[k]
+    local n = sn[l]
+    local ok, rem, retry, reset, w, c, p = check(now, sW[l], sL[l], n, lw, lc, pc)
+    if ok and sallow[l] then
       if w ~= lw then ttl = reset end
       lw, lc, add = w, c, add + n
       if p ~= nil then pc = p end
@@ -127,9 +136,9 @@ local function run_bucket(key, i, e)
   local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
   local ttl
   for k = i, e do
-    local j = at[k]
-    local ok, rem, retry, reset, t = token_bucket_check(now, (nums[ARGV[j + 2]] or num(ARGV[j + 2])), (nums[ARGV[j + 3]] or num(ARGV[j + 3])), (nums[ARGV[j + 4]] or num(ARGV[j + 4])), tat)
-    if ok and ARGV[j] == 'a' then tat, ttl = t, reset end
+    local l = dec[k]
+    local ok, rem, retry, reset, t = token_bucket_check(now, sW[l], sL[l], sn[l], tat)
+    if ok and sallow[l] then tat, ttl = t, reset end
     put(ok, rem, retry, reset)
   end
   if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
@@ -140,10 +149,10 @@ local function run_log(key, i, e, W)
   local t, c, newest, top, total, base = log_read(key, now, W)
   local stored, last, add, lim, seen = c, newest, 0, nil, {}
   for k = i, e do
-    local j = at[k]
-    local n, L = nums[ARGV[j + 4]] or num(ARGV[j + 4]), nums[ARGV[j + 3]] or num(ARGV[j + 3])
+    local l = dec[k]
+    local n, L = sn[l], sL[l]
     local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, last, base, stored, seen)
-    if ok and ARGV[j] == 'a' then c, last, add, lim = c + n, t, add + n, L end
+    if ok and sallow[l] then c, last, add, lim = c + n, t, add + n, L end
     put(ok, rem, retry, reset)
   end
   if add > 0 then log_append(key, W, lim, total, newest, top, t, add) end
@@ -151,15 +160,15 @@ end
 
 local i = 1
 while i <= d do
-  local j = at[i]
-  if ARGV[j] == 'm' then
-    decide_limits(true, keys, kat[i] - 1, tonumber(ARGV[j + 1]), ARGV, j + 1, out)
+  local l = dec[i]
+  if l == SEVERAL then
+    decide_limits(true, keys, kat[i] - 1, tonumber(ARGV[at[i]]), ARGV, at[i], out)
     o = #out
     i = i + 1
   else
-    local key, alg = keys[kat[i]], ARGV[j + 1]
+    local key, alg = keys[kat[i]], salg[l]
     local e = i
-    while e < d and ARGV[at[e + 1]] ~= 'm' and keys[kat[e + 1]] == key and ARGV[at[e + 1] + 1] == alg do e = e + 1 end
+    while e < d and dec[e + 1] ~= SEVERAL and keys[kat[e + 1]] == key and salg[dec[e + 1]] == alg do e = e + 1 end
     if e > i and alg == '1' then
       run_windows(key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
     elseif e > i and alg == '3' then
@@ -167,11 +176,12 @@ while i <= d do
     elseif e > i and alg == '4' then
       run_bucket(key, i, e)
     elseif e > i and alg == '2' then
-      run_log(key, i, e, (nums[ARGV[j + 2]] or num(ARGV[j + 2])))
+      run_log(key, i, e, sW[l])
     else
+      local one = decide[alg]
       for k = i, e do
-        local j = at[k]
-        put(decide[alg](key, ARGV[j] == 'a', (nums[ARGV[j + 2]] or num(ARGV[j + 2])), (nums[ARGV[j + 3]] or num(ARGV[j + 3])), (nums[ARGV[j + 4]] or num(ARGV[j + 4])), ARGV[j + 4]))
+        local l = dec[k]
+        put(one(key, sallow[l], sW[l], sL[l], sn[l], scost[l]))
       end
     end
     i = e + 1
