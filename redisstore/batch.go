@@ -476,15 +476,33 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 	if err != nil {
 		return fmt.Errorf("redisstore: batch of %d: %w", len(batch), err)
 	}
-	if len(reply) != 1+4*nkeys {
+	// A decision of one limit answers two values allowed, three denied
+	// (see lua/batch.lua): the reply's length is known once read.
+	n := 1
+	for _, p := range batch {
+		switch {
+		case p.reqs != nil:
+			n += 4 * len(p.reqs)
+		case n < len(reply) && reply[n] >= 0:
+			n += 2
+		default:
+			n += 3
+		}
+	}
+	if n != len(reply) {
 		return fmt.Errorf("redisstore: %w: %d values for a batch of %d limits", redlimit.ErrBadReply, len(reply), nkeys)
 	}
 	v := reply[1:]
 	for _, p := range batch {
 		p.out = outcome{at: reply[0]}
 		if p.reqs == nil {
-			p.out.res = result(p.req, v[:4])
-			v = v[4:]
+			if v[0] >= 0 {
+				p.out.res = resultOf(p.req, true, v[0], 0, v[1])
+				v = v[2:]
+			} else {
+				p.out.res = resultOf(p.req, false, -1-v[0], v[1], v[2])
+				v = v[3:]
+			}
 			continue
 		}
 		p.out.results = make([]redlimit.Result, len(p.reqs))
@@ -515,14 +533,20 @@ const (
 // result makes r's result from the script's four values: allowed (1/0),
 // remaining, retry-after µs (-1 for never) and reset-after µs.
 func result(r redlimit.Request, v []int64) redlimit.Result {
+	return resultOf(r, v[0] == 1, v[1], v[2], v[3])
+}
+
+// resultOf is result of the values allowed, remaining, retry-after µs (-1
+// for never) and reset-after µs.
+func resultOf(r redlimit.Request, allowed bool, remaining, retry, reset int64) redlimit.Result {
 	res := redlimit.Result{
-		Allowed:    v[0] == 1,
+		Allowed:    allowed,
 		Limit:      r.Limit.Max(),
-		Remaining:  v[1],
-		RetryAfter: micros(v[2]),
-		ResetAfter: micros(v[3]),
+		Remaining:  remaining,
+		RetryAfter: micros(retry),
+		ResetAfter: micros(reset),
 	}
-	if v[2] < 0 {
+	if retry < 0 {
 		res.RetryAfter = redlimit.Never
 	}
 	return res

@@ -24,9 +24,13 @@
 -- Then each decision of several limits, in order: the number of limits n,
 -- then decide.lua's seven values per limit.
 -- Keys: one per decision of one limit, n per decision of several.
--- Reply: { now, then per decision and limit: allowed (1/0), remaining,
--- retry-after µs (-1 for never), reset-after µs }: the replies of the
--- scripts alone, decision after decision, without their now.
+-- Reply: { now, then per decision, in order: of one limit, allowed, its
+-- remaining and reset-after µs, or denied, -1 - remaining (remaining is
+-- never negative), retry-after µs (-1 for never) and reset-after µs (an
+-- allowed decision's retry-after is 0: each value of a reply costs Redis
+-- about 500 instructions); of several limits, per limit, allowed (1/0),
+-- remaining, retry-after and reset-after: the replies of the scripts
+-- alone, without their now. }
 --
 -- Keys in ARGV are keys Redis did not check before the script ran, and a
 -- script that fails halfway keeps what it wrote: so before anything else,
@@ -102,11 +106,13 @@ local out, o = { now }, 1
 
 -- put appends a decision's reply to out.
 local function put(ok, rem, retry, reset)
-  out[o + 1] = ok and 1 or 0
-  out[o + 2] = rem
-  out[o + 3] = retry
-  out[o + 4] = reset
-  o = o + 4
+  if ok then
+    out[o + 1], out[o + 2] = rem, reset
+    o = o + 2
+  else
+    out[o + 1], out[o + 2], out[o + 3] = -1 - rem, retry, reset
+    o = o + 3
+  end
 end
 
 -- run_windows decides decisions i..e on the window hash key with check
