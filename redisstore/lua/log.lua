@@ -36,6 +36,7 @@ end
 -- key keeps few expired entries (at most about its count, or
 -- LOG_TRIM_EVERY), each trim paying for several writes.
 local LOG_TRIM_EVERY, LOG_TRIM_MOST = 8, 16
+local LOG_NEG_INF = -math.huge -- the base's score
 
 -- log_read returns the log of key as a request at now, under a period of
 -- W µs, sees it:
@@ -48,7 +49,7 @@ local LOG_TRIM_EVERY, LOG_TRIM_MOST = 8, 16
 -- Two Redis calls whatever the log's length, reading one score: the newest
 -- entry, and the last one that expired.
 local function log_read(key, now, W)
-  local e = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if #e == 0 then return now, 0, nil, nil, 0 end
   local top = e[1]
   local newest, total = e[2] + 0, tonumber(top) or 0
@@ -57,7 +58,7 @@ local function log_read(key, now, W)
   if newest <= t - W then return t, 0, newest, top, total end
   -- The base's member is 'b' (cum 0); a set without an entry before its
   -- live ones (none is made) would count them all: the strict side.
-  local b = redis.call('ZREVRANGEBYSCORE', key, str(t - W), '-inf', 'LIMIT', '0', '1')
+  local b = call('ZREVRANGEBYSCORE', key, str(t - W), '-inf', 'LIMIT', '0', '1')
   local base = tonumber(b[1]) or 0
   return t, log_units(base, total), newest, top, total, base
 end
@@ -122,24 +123,29 @@ end
 -- server's clock may differ.
 local function log_append(key, W, L, total, newest, top, t, n)
   local after = log_add(total, n)
-  local every = math.min(L, LOG_TRIM_EVERY)
-  if newest ~= nil and newest > -math.huge and math.floor(after / every) ~= math.floor(total / every) then
+  local every = LOG_TRIM_EVERY
+  if L < every then every = L end
+  -- x - x % every is x's multiple of every, rounded down (exact: integers
+  -- below 2^53).
+  if newest ~= nil and newest > LOG_NEG_INF and after - after % every ~= total - total % every then
     -- Entries that expire only because t moved past the newest time stay,
     -- so that a refund that takes the request out leaves the log as it
     -- was.
     local x = log_rank(key, newest - W)
-    if x > 1 then redis.call('ZREMRANGEBYRANK', key, '0', str(math.min(x, LOG_TRIM_MOST) - 2)) end
+    if x > 1 then call('ZREMRANGEBYRANK', key, '0', str(math.min(x, LOG_TRIM_MOST) - 2)) end
   end
-  local cum = string.format('%d', after)
+  local cum = format('%d', after)
   if newest == nil then
-    redis.call('ZADD', key, '-inf', 'b', str(t), cum)
+    call('ZADD', key, '-inf', 'b', str(t), cum)
   else
-    if newest == t then redis.call('ZREM', key, top) end
-    redis.call('ZADD', key, str(t), cum)
+    if newest == t then call('ZREM', key, top) end
+    call('ZADD', key, str(t), cum)
   end
   if SERVER_CLOCK then
-    redis.call('PEXPIREAT', key, str(math.ceil((t + W + MARGIN) / 1000)))
+    -- t + W + MARGIN in ms, rounded up.
+    local x = t + W + MARGIN + 999
+    call('PEXPIREAT', key, str((x - x % 1000) / 1000))
   else
-    redis.call('PEXPIRE', key, ms(t + W - now))
+    call('PEXPIRE', key, ms(t + W - now))
   end
 end
