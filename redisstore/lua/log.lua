@@ -66,7 +66,7 @@ end
 -- log_rank returns the rank of the first entry after since: the first live
 -- entry's, when since is t - W.
 local function log_rank(key, since)
-  return redis.call('ZCOUNT', key, '-inf', str(since))
+  return call('ZCOUNT', key, '-inf', str(since))
 end
 
 -- LOG_SEARCH_WIDE is the k above which log_unit_at bounds its search by
@@ -88,7 +88,7 @@ local function log_unit_at(key, t, W, base, k)
   if k == 1 then
     -- A live unit is in an entry after t - W; were there none (a log
     -- changed by hand), the newest entry's time: the strict side.
-    local e = redis.call('ZRANGE', key, '(' .. str(t - W), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+    local e = call('ZRANGEBYSCORE', key, '(' .. str(t - W), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
     return (e[2] or t) + 0
   end
   local rank = log_rank(key, t - W)
