@@ -51,15 +51,19 @@ local LOG_NEG_INF = -math.huge -- the base's score
 local function log_read(key, now, W)
   local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if #e == 0 then return now, 0, nil, nil, 0 end
+  -- A member is the base's 'b' or a cum as integer text, parsed once (x + 0;
+  -- tonumber parses twice).
   local top = e[1]
-  local newest, total = e[2] + 0, tonumber(top) or 0
+  local newest, total = e[2] + 0, 0
+  if top ~= 'b' then total = top + 0 end
   local t = now
   if newest > now then t = newest end
   if newest <= t - W then return t, 0, newest, top, total end
   -- The base's member is 'b' (cum 0); a set without an entry before its
   -- live ones (none is made) would count them all: the strict side.
   local b = call('ZREVRANGEBYSCORE', key, str(t - W), '-inf', 'LIMIT', '0', '1')
-  local base = tonumber(b[1]) or 0
+  local base = b[1]
+  if base == nil or base == 'b' then base = 0 else base = base + 0 end
   return t, log_units(base, total), newest, top, total, base
 end
 
