@@ -187,7 +187,15 @@ while i <= d do
       local one = decide[alg]
       for k = i, e do
         local l = dec[k]
-        put(one(key, sallow[l], sW[l], sL[l], sn[l], scost[l]))
+        -- put, inline.
+        local ok, rem, retry, reset = one(key, sallow[l], sW[l], sL[l], sn[l], scost[l])
+        if ok then
+          out[o + 1], out[o + 2] = rem, reset
+          o = o + 2
+        else
+          out[o + 1], out[o + 2], out[o + 3] = -1 - rem, retry, reset
+          o = o + 3
+        end
       end
     end
     i = e + 1

@@ -61,10 +61,15 @@ local function log_read(key, now, W)
   if newest <= t - W then return t, 0, newest, top, total end
   -- The base's member is 'b' (cum 0); a set without an entry before its
   -- live ones (none is made) would count them all: the strict side.
-  local b = call('ZREVRANGEBYSCORE', key, str(t - W), '-inf', 'LIMIT', '0', '1')
+  local x = t - W
+  local b = call('ZREVRANGEBYSCORE', key, texts[x] or str(x), '-inf', 'LIMIT', '0', '1')
   local base = b[1]
   if base == nil or base == 'b' then base = 0 else base = base + 0 end
-  return t, log_units(base, total), newest, top, total, base
+  -- log_units(base, total), inline: a Lua function call costs about as
+  -- much as parsing a number.
+  local c = total - base
+  if c < 0 then c = c + LOG_CUM end
+  return t, c, newest, top, total, base
 end
 
 -- log_rank returns the rank of the first entry after since: the first live
@@ -126,7 +131,9 @@ end
 -- now; with the caller's, the duration from now (PEXPIRE), since the
 -- server's clock may differ.
 local function log_append(key, W, L, total, newest, top, t, n)
-  local after = log_add(total, n)
+  -- log_add(total, n), inline.
+  local after = total + n
+  if total >= LOG_CUM - n then after = total - (LOG_CUM - n) end
   local every = LOG_TRIM_EVERY
   if L < every then every = L end
   -- x - x % every is x's multiple of every, rounded down (exact: integers
@@ -143,12 +150,13 @@ local function log_append(key, W, L, total, newest, top, t, n)
     call('ZADD', key, '-inf', 'b', str(t), cum)
   else
     if newest == t then call('ZREM', key, top) end
-    call('ZADD', key, str(t), cum)
+    call('ZADD', key, texts[t] or str(t), cum)
   end
   if SERVER_CLOCK then
     -- t + W + MARGIN in ms, rounded up.
     local x = t + W + MARGIN + 999
-    call('PEXPIREAT', key, str((x - x % 1000) / 1000))
+    x = (x - x % 1000) / 1000
+    call('PEXPIREAT', key, texts[x] or str(x))
   else
     call('PEXPIRE', key, ms(t + W - now))
   end
