@@ -15,6 +15,10 @@
 -- expired ones (see LOG_TRIM_EVERY): no call does unbounded work.
 local LOG_CUM = 9007199254740992 -- 2^53
 
+-- call and format are redis.call and string.format, found once per call
+-- of the script rather than once per use (two table lookups each).
+local call, format = redis.call, string.format
+
 -- log_units returns the units from cum a to cum b.
 local function log_units(a, b)
   local d = b - a

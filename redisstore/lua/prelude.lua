@@ -22,10 +22,6 @@ if redis.replicate_commands then redis.replicate_commands() end
 
 local NEVER = -1
 
--- call and format are redis.call and string.format, found once per call
--- of the script rather than once per use (two table lookups each).
-local call, format = redis.call, string.format
-
 -- Numbers reach the script as text and leave it as text, and Redis's Lua
 -- converts with strtod and sprintf, which cost as much as a Redis call
 -- of their own: a script converts each value once (x + 0 parses once where
