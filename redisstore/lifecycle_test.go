@@ -227,3 +227,55 @@ func TestOddIdentifiers(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingLogExpiryCoversPeriod checks that a sliding log's write on
+// the server's clock leaves the key to expire no earlier than its entry's
+// period, plus the margin, from before the call (a PEXPIREAT at t + W +
+// margin, see log.lua's log_append), and not much later: through AllowN's
+// script, a batch and AllowAll's.
+func TestSlidingLogExpiryCoversPeriod(t *testing.T) {
+	for _, d := range deployments {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			const margin = 250 * time.Millisecond
+			p := prefix(t)
+			s := d.store(t, redisstore.WithPrefix(p), redisstore.WithTTLMargin(margin))
+			ctx := context.Background()
+			l := redlimit.Per(100, 7*time.Second).SlidingLog()
+			ways := map[string]func(id string) error{
+				"AllowN": func(id string) error { _, err := s.AllowN(ctx, id, l, 1); return err },
+				"batch": func(id string) error {
+					_, err := s.DecideBatch(ctx, []redlimit.Request{{Key: id, Limit: l, Cost: 1}, {Key: id + "x", Limit: l, Cost: 1}}, nil)
+					return err
+				},
+				"AllowAll": func(id string) error {
+					_, err := s.AllowAll(ctx, []redlimit.Request{{Key: id, Limit: l, Cost: 1}, {Key: id, Limit: redlimit.PerMinute(5).FixedWindow(), Cost: 1}})
+					return err
+				},
+			}
+			for name, allow := range ways {
+				for i := range 3 {
+					before := time.Now()
+					if err := allow(name); err != nil {
+						t.Fatal(err)
+					}
+					after := time.Now()
+					var key string
+					for _, k := range d.keysWithPrefix(t, p) {
+						if strings.Contains(k, "{"+name+"}:sl:") {
+							key = k
+						}
+					}
+					if key == "" {
+						t.Fatalf("%s: no sliding log key among %q", name, d.keysWithPrefix(t, p))
+					}
+					at := time.UnixMilli(atoi(t, d.do(t, key, "PEXPIRETIME", key)))
+					lo, hi := before.Add(l.Period+margin).Truncate(time.Millisecond), after.Add(l.Period+margin+time.Millisecond)
+					if at.Before(lo) || at.After(hi) {
+						t.Errorf("%s, write %d: key expires at %s, want in [%s, %s]", name, i, at.Format(time.StampMicro), lo.Format(time.StampMicro), hi.Format(time.StampMicro))
+					}
+				}
+			}
+		})
+	}
+}
