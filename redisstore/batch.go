@@ -415,8 +415,9 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
 	// The limits of the decisions of one limit, each sent once (the
 	// batch's decisions mostly share a few), and a byte per decision.
-	var specs [maxBatch]batchLimit
-	nspecs, nkeys, nvals := 0, 0, 0
+	var buf [8]batchLimit
+	specs := buf[:0]
+	nkeys, nvals := 0, 0
 	dec := make([]byte, len(batch))
 	for i, p := range batch {
 		if p.reqs != nil {
@@ -434,19 +435,21 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 			x.op = "p"
 		}
 		k := 0
-		for k < nspecs && specs[k] != x {
+		for k < len(specs) && specs[k] != x {
 			k++
 		}
-		if k == nspecs {
-			specs[k] = x
-			nspecs++
+		if k == len(specs) {
+			if k == batchMostLimits {
+				return fmt.Errorf("redisstore: a batch of more than %d limits", batchMostLimits) // not from the batcher (maxBatch)
+			}
+			specs = append(specs, x)
 		}
 		dec[i] = byte(batchFirstLimit + k)
 	}
 	keys := make([]string, 0, nkeys)
-	args := make([]string, 6, 6+5*nspecs+nvals+nkeys)
-	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(len(batch)), at, s.margin, string(dec), strconv.Itoa(nspecs)
-	for _, x := range specs[:nspecs] {
+	args := make([]string, 6, 6+5*len(specs)+nvals+nkeys)
+	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(len(batch)), at, s.margin, string(dec), strconv.Itoa(len(specs))
+	for _, x := range specs {
 		args = append(args, x.op, strconv.Itoa(int(x.alg)), strconv.FormatInt(x.window, 10), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
 	}
 	for _, p := range batch {
@@ -523,11 +526,15 @@ type batchLimit struct {
 	window, count, cost int64
 }
 
-// The batch script's byte for a decision of several limits, and that of
-// its first limit of one (the k-th is batchFirstLimit + k).
+// The batch script's byte for a decision of several limits, that of its
+// first limit of one (the k-th is batchFirstLimit + k), and how many
+// limits a byte can name, which a batch of maxBatch decisions never
+// passes (a constant above 255 fails to compile).
 const (
 	batchSeveral    = '0'
 	batchFirstLimit = 65
+	batchMostLimits = 256 - batchFirstLimit
+	_               = uint8(batchMostLimits - maxBatch)
 )
 
 // result makes r's result from the script's four values: allowed (1/0),
