@@ -41,11 +41,11 @@ func TestScriptCommandCounts(t *testing.T) {
 		want  map[string]float64
 	}{
 		{"sliding_log/fresh_key", perHour.SlidingLog(), "sl-fresh", 0, false, true,
-			map[string]float64{"time": 1, "zrange": 1, "zadd": 1, "pexpireat": 1}},
+			map[string]float64{"time": 1, "zrange": 1, "zadd": 1, "pexpire": 1}},
 		{"sliding_log/two_entries", perHour.SlidingLog(), "sl-few", 1, false, true,
-			map[string]float64{"time": 1, "zrange": 1, "zrevrangebyscore": 1, "zadd": 1, "pexpireat": 1}},
+			map[string]float64{"time": 1, "zrange": 1, "zrevrangebyscore": 1, "zadd": 1, "pexpire": 1}},
 		{"sliding_log/many_entries", perHour.SlidingLog(), "sl-many", 20, false, true,
-			map[string]float64{"time": 1, "zrange": 1, "zrevrangebyscore": 1, "zadd": 1, "pexpireat": 1}},
+			map[string]float64{"time": 1, "zrange": 1, "zrevrangebyscore": 1, "zadd": 1, "pexpire": 1}},
 		{"sliding_log/denied", perHour.SlidingLog(), "sl-full", 100, false, false,
 			map[string]float64{"time": 1, "zrange": 1, "zrevrangebyscore": 1, "zrangebyscore": 1}},
 		{"sliding_log/peek", perHour.SlidingLog(), "sl-peek", 20, true, true,

@@ -230,9 +230,9 @@ func TestOddIdentifiers(t *testing.T) {
 
 // TestSlidingLogExpiryCoversPeriod checks that a sliding log's write on
 // the server's clock leaves the key to expire no earlier than its entry's
-// period, plus the margin, from before the call (a PEXPIREAT at t + W +
-// margin, see log.lua's log_append), and not much later: through AllowN's
-// script, a batch and AllowAll's.
+// period, plus the margin, from before the call (see log.lua's
+// log_append), and not much later: through AllowN's script, a batch and
+// AllowAll's.
 func TestSlidingLogExpiryCoversPeriod(t *testing.T) {
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {

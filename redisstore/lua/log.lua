@@ -129,11 +129,9 @@ end
 -- top, t) under a limit of L per W µs: it trims expired entries (see
 -- LOG_TRIM_EVERY), adds n units at t (a new entry, or the newest one's, if
 -- that is at t; a new set starts with its base) and gives the set a TTL
--- that covers the new entry's period, t + W, plus the margin: with the
--- server's clock, that instant (PEXPIREAT, which Redis propagates as is;
--- it rewrites a PEXPIRE to one), at least what PEXPIRE would give at
--- now; with the caller's, the duration from now (PEXPIRE), since the
--- server's clock may differ.
+-- that covers the new entry's period, t + W, plus the margin. (PEXPIREAT
+-- would cost Redis less, but a deployment's ACL user would need it added
+-- before an upgrade: docs/BENCHMARKS.md.)
 local function log_append(key, W, L, total, newest, top, t, n)
   -- log_add(total, n), inline.
   local after = total + n
@@ -156,12 +154,9 @@ local function log_append(key, W, L, total, newest, top, t, n)
     if newest == t then call('ZREM', key, top) end
     call('ZADD', key, texts[t] or str(t), cum)
   end
-  if SERVER_CLOCK then
-    -- t + W + MARGIN in ms, rounded up.
-    local x = t + W + MARGIN + 999
-    x = (x - x % 1000) / 1000
-    call('PEXPIREAT', key, texts[x] or str(x))
-  else
-    call('PEXPIRE', key, ms(t + W - now))
-  end
+  -- ms(t + W - now), inline: t + W - now + MARGIN µs in ms, rounded up
+  -- (at least W, so at least 1 ms).
+  local x = t + W - now + MARGIN + 999
+  x = (x - x % 1000) / 1000
+  call('PEXPIRE', key, texts[x] or str(x))
 end

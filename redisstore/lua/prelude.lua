@@ -48,12 +48,8 @@ local function ms(us)
   return str(math.max(1, math.ceil((us + MARGIN) / 1000)))
 end
 
--- SERVER_CLOCK: now is the server's clock, read here (TIME): a TTL that
--- covers a time can then be given as that instant (PEXPIREAT, see
--- log.lua's log_append).
 local now
-local SERVER_CLOCK = ARGV[2] == ''
-if SERVER_CLOCK then
+if ARGV[2] == '' then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 else
