@@ -60,7 +60,10 @@ func (c *Clock) Before(t time.Time) *End {
 		return old
 	}
 	done := make(chan struct{})
-	e := &End{At: time.Unix(0, n*c.q), Done: done, n: n}
+	// At is t moved back to the quantum's start, keeping t's monotonic
+	// reading: the timer below, and deadlines set from At, do not move
+	// when the wall clock is stepped.
+	e := &End{At: t.Add(-time.Duration(t.UnixNano() - n*c.q)), Done: done, n: n}
 	timer := time.AfterFunc(time.Until(e.At), func() { close(done) })
 	if slot.CompareAndSwap(old, e) {
 		return e

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,16 @@ func TestBeforeIsWithinAQuantum(t *testing.T) {
 		if e.At.After(at) || !e.At.After(at.Add(-q)) {
 			t.Errorf("Before(now%+v) = %s, want in (%s, %s]", d, e.At, at.Add(-q), at)
 		}
+	}
+}
+
+// An End keeps the monotonic reading of the time it was made for, so that
+// a step of the wall clock moves neither its timer nor the deadlines set
+// from it.
+func TestEndIsMonotonic(t *testing.T) {
+	e := NewClock(time.Millisecond).Before(time.Now().Add(time.Second))
+	if !strings.Contains(e.At.String(), " m=") {
+		t.Errorf("End.At %s has no monotonic reading", e.At)
 	}
 }
 
