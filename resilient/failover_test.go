@@ -45,7 +45,9 @@ func TestFaultFailoverLosesWrites(t *testing.T) {
 		onVictim[k] = m == victim
 	}
 	var mu sync.Mutex
+	var killed time.Time // set under mu when the kill begins
 	acked := map[string]int64{}
+	ackedAfter := map[string]int64{} // of acked, those acknowledged after the kill began
 	var ackTimes []time.Time // of the victim's keys
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -64,6 +66,9 @@ func TestFaultFailoverLosesWrites(t *testing.T) {
 				if err == nil && r.Allowed {
 					mu.Lock()
 					acked[k]++
+					if !killed.IsZero() {
+						ackedAfter[k]++
+					}
 					if onVictim[k] {
 						ackTimes = append(ackTimes, time.Now())
 					}
@@ -74,7 +79,7 @@ func TestFaultFailoverLosesWrites(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	mu.Lock()
-	killed := time.Now()
+	killed = time.Now()
 	mu.Unlock()
 	if err := victim.Kill(); err != nil {
 		t.Fatal(err)
@@ -95,6 +100,7 @@ func TestFaultFailoverLosesWrites(t *testing.T) {
 		counted := lim.Count - 1 - r.Remaining // Peek's Remaining is after one more
 		ackedVictim += acked[k]
 		lost += max(0, acked[k]-counted)
+		t.Logf("%s: %d acknowledged (%d after the kill began), %d counted after the failover", k, acked[k], ackedAfter[k], counted)
 	}
 	for _, at := range ackTimes {
 		if at.Before(killed) && killed.Sub(at) <= time.Second {
