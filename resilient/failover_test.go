@@ -48,7 +48,7 @@ func TestFaultFailoverLosesWrites(t *testing.T) {
 	var killed time.Time // set under mu when the kill begins
 	acked := map[string]int64{}
 	ackedAfter := map[string]int64{} // of acked, those acknowledged after the kill began
-	var ackTimes []time.Time // of the victim's keys
+	var ackTimes []time.Time         // of the victim's keys
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 32 {
