@@ -124,6 +124,7 @@ func (r *reports) get() []error {
 // and one that was only late is applied once, not twice.
 func TestFaultClusterNodeHungOrKilled(t *testing.T) {
 	t.Parallel()
+	redistest.Exclusive(t)
 	// A node timeout longer than any pause here: no failover until the kill.
 	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: 5 * time.Second})
 	ids, masters, err := cluster.DistinctMasters(3)

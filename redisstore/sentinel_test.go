@@ -38,6 +38,7 @@ import (
 // the Store saw it.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel()
+	redistest.Exclusive(t)
 	for _, c := range []struct{ fault, query string }{
 		{"master killed", ""},
 		{"master and watched sentinel killed", ""},

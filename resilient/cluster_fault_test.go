@@ -14,6 +14,7 @@ import (
 // TestFaultClusterMasterKilled kills a master of a 3+3 cluster under load
 // from faultNodes nodes and measures the failover as the callers see it.
 func TestFaultClusterMasterKilled(t *testing.T) {
+	redistest.Exclusive(t)
 	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: time.Second})
 	lim := redlimit.Per(3000, time.Hour).SlidingWindow()
 	share := int((lim.Count + faultNodes - 1) / faultNodes)

@@ -25,6 +25,7 @@ import (
 // second before the kill (the replica's link is kept up to date within
 // milliseconds on loopback).
 func TestFaultFailoverLosesWrites(t *testing.T) {
+	redistest.Exclusive(t)
 	cluster := redistest.StartCluster(t, redistest.ClusterOptions{NodeTimeout: time.Second})
 	// The store's clock stands still in the middle of an hour: an hour's
 	// fixed window that began a new window during the run (the real clock

@@ -365,6 +365,7 @@ func (b *breakerRecorder) states() breakerLog {
 }
 
 func TestFaultRedisKilledUnderLoad(t *testing.T) {
+	redistest.Exclusive(t)
 	// Redis keeps its counts across the restart (an append-only file
 	// written on every write): without persistence it forgets what it
 	// had counted, which no reconciliation can give back (see
@@ -374,6 +375,7 @@ func TestFaultRedisKilledUnderLoad(t *testing.T) {
 }
 
 func TestFaultRedisHung(t *testing.T) {
+	redistest.Exclusive(t)
 	outage(t, outageSpec{kind: "SIGSTOP 3s, SIGCONT", fault: (*redistest.Server).Pause, lift: (*redistest.Server).Resume, hold: 3 * time.Second})
 }
 
@@ -381,6 +383,7 @@ func TestFaultRedisHung(t *testing.T) {
 // as Envoy gives a rate limit service) comes before the store's timeout get
 // their policy's answer within it, and the breaker opens.
 func TestFaultRedisHungShortCallerDeadlines(t *testing.T) {
+	redistest.Exclusive(t)
 	outage(t, outageSpec{kind: "SIGSTOP 1s, SIGCONT", fault: (*redistest.Server).Pause, lift: (*redistest.Server).Resume, hold: time.Second,
 		workers: 16, deadline: 20 * time.Millisecond, policies: faultPolicies[1:]})
 }

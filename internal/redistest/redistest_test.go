@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -185,4 +186,30 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("restarted old master ROLE = %q, want slave", role)
 	}
 	t.Logf("rejoin in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestExclusive: two tests that take the fault-test lock do not run at
+// once.
+func TestExclusive(t *testing.T) {
+	var mu sync.Mutex
+	var holders, most int
+	for _, name := range []string{"a", "b", "c"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			redistest.Exclusive(t)
+			mu.Lock()
+			holders++
+			most = max(most, holders)
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			holders--
+			mu.Unlock()
+		})
+	}
+	t.Cleanup(func() {
+		if most != 1 {
+			t.Errorf("%d tests held the lock at once", most)
+		}
+	})
 }
