@@ -418,10 +418,11 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 	var buf [8]batchLimit
 	specs := buf[:0]
 	nkeys, nvals := 0, 0
-	dec := make([]byte, len(batch))
-	for i, p := range batch {
+	var dec strings.Builder // one byte per decision: one allocation
+	dec.Grow(len(batch))
+	for _, p := range batch {
 		if p.reqs != nil {
-			dec[i] = batchSeveral
+			dec.WriteByte(batchSeveral)
 			nkeys, nvals = nkeys+len(p.reqs), nvals+1+7*len(p.reqs)
 			continue
 		}
@@ -444,11 +445,11 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 			}
 			specs = append(specs, x)
 		}
-		dec[i] = byte(batchFirstLimit + k)
+		dec.WriteByte(byte(batchFirstLimit + k))
 	}
 	keys := make([]string, 0, nkeys)
 	args := make([]string, 6, 6+5*len(specs)+nvals+nkeys)
-	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(len(batch)), at, s.margin, string(dec), strconv.Itoa(len(specs))
+	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(len(batch)), at, s.margin, dec.String(), strconv.Itoa(len(specs))
 	for _, x := range specs {
 		args = append(args, x.op, strconv.Itoa(int(x.alg)), strconv.FormatInt(x.window, 10), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
 	}
@@ -529,7 +530,7 @@ type batchLimit struct {
 // The batch script's byte for a decision of several limits, that of its
 // first limit of one (the k-th is batchFirstLimit + k), and how many
 // limits a byte can name, which a batch of maxBatch decisions never
-// passes (a constant above 255 fails to compile).
+// passes (the blank constant fails to compile if maxBatch were more).
 const (
 	batchSeveral    = '0'
 	batchFirstLimit = 65

@@ -14,7 +14,6 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -93,18 +92,8 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 31))
 			start := time.Unix(1_700_000_000, 123456000)
 			clock := newPacedClock(start)
-			// No sweeps, and Redis keeps keys ten minutes longer than their
-			// times say: after a step back, every store still holds what
-			// the explicit time says is there.
-			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
-			p := prefix(t)
-			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
-			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			mem := memoryOn(t, clock.Now)
+			batched, alone := batchedAndAlone(t, d, clock)
 			ctx := context.Background()
 			keys := []string{"a", "b", "c"}
 			if d.cluster {
@@ -243,15 +232,8 @@ func TestSlidingLogCumWrapsInRuns(t *testing.T) {
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 53))
 			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
-			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
-			p := prefix(t)
-			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
-			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			mem := memoryOn(t, clock.Now)
+			batched, alone := batchedAndAlone(t, d, clock)
 			stores := []redlimit.Refunder{batched, alone, mem}
 			ctx := context.Background()
 			const key = "w"
@@ -393,11 +375,7 @@ func TestSlidingLogTrimBoundedPerCall(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 15))
 	clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
-	mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	mem := memoryOn(t, clock.Now)
 	opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute), redisstore.WithPrefix(prefix(t))}
 	alone, err := redisstore.New(client, append(opts, redisstore.WithBatching(false))...)
 	if err != nil {
@@ -535,11 +513,7 @@ func TestHotSlidingLogBatchesExact(t *testing.T) {
 	defer client.Close()
 	ctx := context.Background()
 	clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
-	mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	mem := memoryOn(t, clock.Now)
 	rs, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10*time.Minute), redisstore.WithPrefix(prefix(t)))
 	if err != nil {
 		t.Fatal(err)
@@ -655,15 +629,8 @@ func TestSlidingLogRefundsAroundRuns(t *testing.T) {
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 4))
 			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
-			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
-			p := prefix(t)
-			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
-			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			mem := memoryOn(t, clock.Now)
+			batched, alone := batchedAndAlone(t, d, clock)
 			stores := []redlimit.Refunder{batched, alone, mem}
 			ctx := context.Background()
 			const key = "k"

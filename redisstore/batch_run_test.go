@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
@@ -36,10 +37,7 @@ func TestBatchRunsMatchCallsOneByOne(t *testing.T) {
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 13))
 			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
-			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
-			p := prefix(t)
-			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
-			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			batched, alone := batchedAndAlone(t, d, clock)
 			ctx := context.Background()
 			keys := []string{"a", "b", "c"}
 			if d.cluster {
@@ -160,10 +158,7 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 14))
 			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
-			opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
-			p := prefix(t)
-			batched := d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
-			alone := d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+			batched, alone := batchedAndAlone(t, d, clock)
 			ctx := context.Background()
 			keys, far := []string{"a", "b", "c"}, ""
 			if d.cluster {
@@ -242,4 +237,30 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 			}
 		})
 	}
+}
+
+// batchedAndAlone returns two Stores of d on clock, each under a prefix of
+// its own: one that batches, one that makes a script call per decision.
+// Redis keeps keys ten minutes longer than their times say, so that after
+// the clock steps back every store still holds what the explicit time
+// says is there.
+func batchedAndAlone(t *testing.T, d deployment, clock *pacedClock) (batched, alone *redisstore.Store) {
+	t.Helper()
+	opts := []redisstore.Option{redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(10 * time.Minute)}
+	p := prefix(t)
+	batched = d.store(t, append(opts, redisstore.WithPrefix(p+"b:"))...)
+	alone = d.store(t, append(opts, redisstore.WithPrefix(p+"a:"), redisstore.WithBatching(false))...)
+	return batched, alone
+}
+
+// memoryOn returns a memory store on the clock now that never sweeps (so
+// that it holds what the explicit time says is there), closed when t ends.
+func memoryOn(t *testing.T, now func() time.Time) *memory.Store {
+	t.Helper()
+	mem, err := memory.New(memory.WithClock(now), memory.WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	return mem
 }

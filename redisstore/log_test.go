@@ -11,7 +11,6 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
-	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/redlimittest"
 )
@@ -137,11 +136,7 @@ func TestSlidingLogDebtDenialSearchBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	mem := memoryOn(t, clock.Now)
 	ctx := context.Background()
 	l := redlimit.Per(3, time.Hour).SlidingLog()
 	for _, st := range []redlimit.Limiter{s, mem} {

@@ -1,8 +1,8 @@
 // Package budget carries the end of a store call's time budget from
 // resilient to redisstore without a context of its own per call: a context
 // with a deadline costs a call a timer, its done channel and a child
-// registered with the caller's context, seven allocations and as many
-// lock operations, where the end of many calls can be one shared timer.
+// registered with the caller's context (seven allocations), where the end
+// of many calls can be one shared timer.
 //
 // resilient takes an [End] from its [Clock] for a call it makes on its
 // caller's goroutine, and gives the store the caller's context with it
@@ -54,6 +54,9 @@ func NewClock(q time.Duration) *Clock {
 // quantum: a budget that ends at t ends up to a quantum early.
 func (c *Clock) Before(t time.Time) *End {
 	n := t.UnixNano() / c.q
+	if t.UnixNano()%c.q < 0 {
+		n-- // rounded down before 1970 too
+	}
 	slot := &c.ends[uint64(n)%uint64(len(c.ends))]
 	old := slot.Load()
 	if old != nil && old.n == n {

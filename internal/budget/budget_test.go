@@ -12,11 +12,10 @@ func TestBeforeIsWithinAQuantum(t *testing.T) {
 	const q = 4 * time.Millisecond
 	c := NewClock(q)
 	now := time.Now()
-	for _, d := range []time.Duration{-time.Second, 0, time.Microsecond, 30 * time.Millisecond, time.Hour} {
-		at := now.Add(d)
+	for _, at := range []time.Time{now.Add(-time.Second), now, now.Add(time.Microsecond), now.Add(30 * time.Millisecond), now.Add(time.Hour), time.Unix(-5, 123)} {
 		e := c.Before(at)
 		if e.At.After(at) || !e.At.After(at.Add(-q)) {
-			t.Errorf("Before(now%+v) = %s, want in (%s, %s]", d, e.At, at.Add(-q), at)
+			t.Errorf("Before(%s) = %s, want in (%s, %s]", at, e.At, at.Add(-q), at)
 		}
 	}
 }

@@ -366,16 +366,10 @@ func (c *Cluster) DistinctMasters(n int) ([]string, []*Server, error) {
 // failing, and every running replica's link to its master is up.
 func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 	start := time.Now()
-	for {
-		problem := c.health()
-		if problem == nil {
-			return nil
-		}
-		if time.Since(start) >= timeout {
-			return fmt.Errorf("redistest: cluster not healthy after %v: %w", time.Since(start).Round(time.Millisecond), problem)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if problem := waitUntil(timeout, c.health); problem != nil {
+		return fmt.Errorf("redistest: cluster not healthy after %v: %w", time.Since(start).Round(time.Millisecond), problem)
 	}
+	return nil
 }
 
 // health returns nil if the cluster is healthy, else what is wrong.

@@ -24,7 +24,13 @@ import (
 // sentinel's address and the master's name.
 func StartSentinel(tb testing.TB, master *Server, name string) *Server {
 	tb.Helper()
-	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", name, master.Port(), name)
+	return startSentinel(tb, fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 1000\n", name, master.Port(), name))
+}
+
+// startSentinel starts a sentinel of configuration conf, stopped when tb
+// ends.
+func startSentinel(tb testing.TB, conf string) *Server {
+	tb.Helper()
 	s, err := start(&Server{sentinel: conf})
 	if err != nil {
 		tb.Fatal(err)
@@ -88,12 +94,7 @@ func StartSentinelGroup(tb testing.TB, name string) *SentinelGroup {
 		"sentinel down-after-milliseconds %[1]s 1000\n"+
 		"sentinel failover-timeout %[1]s 2000\n", name, g.Master.Port())
 	for range 3 {
-		s, err := start(&Server{sentinel: conf})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(s.Stop)
-		g.Sentinels = append(g.Sentinels, s)
+		g.Sentinels = append(g.Sentinels, startSentinel(tb, conf))
 	}
 	// The sentinels find each other through the hello messages they
 	// publish on the master every 2 s.

@@ -106,11 +106,11 @@ local function log_unit_at(key, t, W, base, k)
   end
   local rank = log_rank(key, t - W)
   local lo, hi = rank - 1, rank + k - 1
-  if k > LOG_SEARCH_WIDE then hi = math.min(hi, redis.call('ZCARD', key) - 1) end
+  if k > LOG_SEARCH_WIDE then hi = math.min(hi, call('ZCARD', key) - 1) end
   local mid = hi - 1
   local at
   while hi - lo > 1 do
-    local e = redis.call('ZRANGE', key, str(mid), str(mid), 'WITHSCORES')
+    local e = call('ZRANGE', key, str(mid), str(mid), 'WITHSCORES')
     -- Past the set's end, the unit is before.
     if #e == 0 or log_units(base, e[1] + 0) >= k then
       hi, at = mid, e[2]
@@ -120,7 +120,7 @@ local function log_unit_at(key, t, W, base, k)
     mid = math.floor((lo + hi) / 2)
   end
   if at == nil then
-    at = redis.call('ZRANGE', key, str(hi), str(hi), 'WITHSCORES')[2]
+    at = call('ZRANGE', key, str(hi), str(hi), 'WITHSCORES')[2]
   end
   return at + 0
 end
@@ -154,9 +154,5 @@ local function log_append(key, W, L, total, newest, top, t, n)
     if newest == t then call('ZREM', key, top) end
     call('ZADD', key, texts[t] or str(t), cum)
   end
-  -- ms(t + W - now), inline: t + W - now + MARGIN µs in ms, rounded up
-  -- (at least W, so at least 1 ms).
-  local x = t + W - now + MARGIN + 999
-  x = (x - x % 1000) / 1000
-  call('PEXPIRE', key, texts[x] or str(x))
+  call('PEXPIRE', key, ms(t + W - now))
 end

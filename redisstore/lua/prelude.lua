@@ -45,7 +45,13 @@ local MARGIN = ARGV[3] + 0
 -- rounded up, plus the margin (ARGV[3], see redisstore.WithTTLMargin), as
 -- text for redis.call.
 local function ms(us)
-  return str(math.max(1, math.ceil((us + MARGIN) / 1000)))
+  -- Rounded up with %, which costs less than math.ceil's call.
+  local x = us + MARGIN
+  local r = x % 1000
+  x = (x - r) / 1000
+  if r > 0 then x = x + 1 end
+  if x < 1 then x = 1 end
+  return texts[x] or str(x)
 end
 
 local now
