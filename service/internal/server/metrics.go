@@ -121,17 +121,8 @@ func NewMetrics(reg prometheus.Registerer, breaker func() string) (*Metrics, err
 		m.reloads, m.lastReload, m.rules, m.tlsReloads, m.tlsNotAfter, m.tlsHandshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	if breaker != nil {
-		for _, state := range []string{"closed", "open", "half-open"} {
-			cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "redlimit_breaker_state", Help: "1 for the circuit breaker's current state.",
-				ConstLabels: prometheus.Labels{"state": state},
-			}, func() float64 {
-				if breaker() == state {
-					return 1
-				}
-				return 0
-			}))
-		}
+		cs = append(cs, breakerStates{breaker, prometheus.NewDesc("redlimit_breaker_state",
+			"1 for the circuit breaker's current state.", []string{"state"}, nil)})
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -257,4 +248,25 @@ func registerMemoryMetrics(reg prometheus.Registerer, mem *memory.Store) error {
 		}
 	}
 	return nil
+}
+
+// breakerStates exports the breaker's state as one series per state, 1 for
+// the current one, from one reading of the state per scrape: a gauge per
+// state reading it each could show two states at 1 across a transition.
+type breakerStates struct {
+	state func() string
+	desc  *prometheus.Desc
+}
+
+func (b breakerStates) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
+
+func (b breakerStates) Collect(ch chan<- prometheus.Metric) {
+	now := b.state()
+	for _, state := range []string{"closed", "open", "half-open"} {
+		v := 0.0
+		if state == now {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, v, state)
+	}
 }
