@@ -61,16 +61,34 @@ func (s *Store) ReturnsByContext() bool {
 }
 
 // batcher groups the decisions bound for one destination (a standalone
-// server, a Cluster slot or a Cluster node): at most one call of the
-// destination is in flight at a time; what arrives meanwhile waits in
-// queue and goes in the next call (group commit, with no timer).
+// server, a Cluster slot or a Cluster node) by group commit, with no
+// timer: what arrives while a call of the destination is in flight waits
+// in queue and goes in the next call, when the call in flight answers or,
+// once as many decisions wait as are in flight (and at least earlyBatch),
+// at once as a second call in flight. The second call keeps the server
+// busy while the first one's answer comes back and its callers decide
+// again. That it waits until it is as large as the call in flight keeps it
+// from being a call of a few decisions, which costs the server more per
+// decision than it saves, and makes the two calls of a steady load even
+// halves of it.
 type batcher struct {
 	s    *Store
 	node string // a Cluster node's address: its batches go to it with the keys in ARGV (pernode.go); "" otherwise
 
-	mu    sync.Mutex
-	busy  bool // a call is in flight, or is about to be sent
-	queue []*pending
+	mu        sync.Mutex
+	inflight  int // calls in flight or about to be sent: 0, 1 or 2
+	flying    int // the decisions in those calls
+	returning int // decisions answered that may come back: their callers' next decisions (see early)
+	queue     []*pending
+	waiting   int // the decisions in queue not cancelled
+}
+
+// early reports whether what waits goes now, in a second call in flight
+// beside the one in flight (see batcher): once at least half the
+// decisions in play wait, those in flight and those answered whose
+// callers have not come back counting as in play. b.mu is held.
+func (b *batcher) early() bool {
+	return b.waiting > 0 && b.waiting >= b.flying+b.returning
 }
 
 // pending is one decision waiting for a batch: of one limit (AllowN, Peek)
@@ -192,14 +210,16 @@ func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request
 func (b *batcher) decide(p *pending) outcome {
 	ctx := p.ctx
 	b.mu.Lock()
-	if !b.busy {
+	b.returning = max(b.returning-1, 0)
+	if b.inflight == 0 {
 		// Nothing in flight: this caller's call goes now, as it would
 		// without batching, and whatever arrives meanwhile follows it; on
 		// a kept goroutine when the caller has a deadline to keep.
-		b.busy = true
+		b.inflight, b.flying = 1, 1
 		if _, ok := p.deadline(); !ok {
 			b.mu.Unlock()
 			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
+			b.answered(1)
 			b.next()
 			return o
 		}
@@ -210,7 +230,17 @@ func (b *batcher) decide(p *pending) outcome {
 	} else {
 		p.done = make(chan struct{}, 1)
 		b.queue = append(b.queue, p)
+		b.waiting++
+		var early []*pending
+		if b.inflight == 1 && b.early() {
+			early = b.takeLocked(nil)
+			b.inflight++
+			b.flying += len(early)
+		}
 		b.mu.Unlock()
+		if early != nil {
+			b.s.runners.Go(batchRun{b: b, batch: early})
+		}
 	}
 	var ended <-chan struct{} // nil, which never ends the wait, without a budget's end
 	if p.end != nil {
@@ -227,6 +257,7 @@ func (b *batcher) decide(p *pending) outcome {
 	if st == queued {
 		// Never sent: taken out, it cannot be applied.
 		p.state = cancelled
+		b.waiting--
 	}
 	b.mu.Unlock()
 	if st == sent {
@@ -257,7 +288,7 @@ func (b *batcher) next() {
 }
 
 // maxRunners bounds the goroutines a Store keeps waiting between the
-// batches they send: one per destination busy at a time.
+// batches they send: up to two per destination busy at a time.
 const maxRunners = 16
 
 // batchRun is what a Store's kept goroutine does for b: decide alone, if
@@ -276,18 +307,46 @@ func (r batchRun) run() {
 			ctx = &p.call
 		}
 		p.out = r.b.s.decideAlone(ctx, p, r.b.s.scriptTime())
+		r.b.answered(1)
 		p.done <- struct{}{}
 		r.batch = r.b.take(nil)
 	}
 	r.b.run(r.batch)
 }
 
-// take returns the next batch from the queue, in arrival order, within the
-// caps, reusing buf; or nil, marking b idle, when nothing waits.
+// answered records that a call of n decisions has answered, before its
+// callers are given their answers.
+func (b *batcher) answered(n int) {
+	b.mu.Lock()
+	b.flying -= n
+	b.returning += n
+	b.mu.Unlock()
+}
+
+// take is called by a call of answered decisions that has answered: it
+// returns the next batch for the caller to send, reusing buf; or nil, the
+// call's place in flight given up, when nothing waits, or too little to go
+// beside another call in flight (see batcher).
 func (b *batcher) take(buf []*pending) []*pending {
+	b.mu.Lock()
+	var batch []*pending
+	if b.inflight == 1 || b.early() {
+		batch = b.takeLocked(buf)
+	}
+	if batch == nil {
+		b.inflight--
+	} else {
+		b.flying += len(batch)
+	}
+	b.mu.Unlock()
+	return batch
+}
+
+// takeLocked returns the next batch from the queue, in arrival order,
+// within the caps, reusing buf; or nil when nothing waits. b.mu is held.
+func (b *batcher) takeLocked(buf []*pending) []*pending {
 	batch := buf[:0]
 	bytes, limits := 0, 0
-	b.mu.Lock()
 	i := 0
 	for ; i < len(b.queue) && limits < maxBatch; i++ {
 		p := b.queue[i]
@@ -305,11 +364,10 @@ func (b *batcher) take(buf []*pending) []*pending {
 	n := copy(b.queue, b.queue[i:])
 	clear(b.queue[n:])
 	b.queue = b.queue[:n]
+	b.waiting -= len(batch)
 	if len(batch) == 0 {
-		b.busy = false
-		batch = nil
+		return nil
 	}
-	b.mu.Unlock()
 	return batch
 }
 
@@ -350,11 +408,13 @@ func (b *batcher) send(batch []*pending) {
 	if len(batch) == 1 {
 		p := batch[0]
 		p.out = b.s.decideAlone(ctx, p, at)
+		b.answered(1)
 		p.done <- struct{}{}
 		return
 	}
 	sortRuns(batch)
 	b.s.sendBatch(ctx, batch, at, b.node)
+	b.answered(len(batch))
 	for _, p := range batch {
 		p.done <- struct{}{}
 	}

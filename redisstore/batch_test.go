@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,16 +20,30 @@ import (
 )
 
 // ownServerStore returns a server of its own, whose command statistics
-// only this test moves, and a Store on it through rueidis.
-func ownServerStore(t *testing.T, opts ...redisstore.Option) (*redistest.Server, *redisstore.Store) {
+// only this test moves, and a Store on it through rueidis; opts are the
+// Store's options and, if one is given, the client's rueidis.ClientOption.
+func ownServerStore(t *testing.T, opts ...any) (*redistest.Server, *redisstore.Store) {
 	t.Helper()
 	srv := redistest.Start(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	var copt rueidis.ClientOption
+	var sopts []redisstore.Option
+	for _, o := range opts {
+		switch o := o.(type) {
+		case rueidis.ClientOption:
+			copt = o
+		case redisstore.Option:
+			sopts = append(sopts, o)
+		default:
+			t.Fatalf("ownServerStore: %T is not an option", o)
+		}
+	}
+	copt.InitAddress, copt.DisableCache = []string{srv.Addr()}, true
+	c, err := rueidis.NewClient(copt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := redisstore.New(c, opts...)
+	s, err := redisstore.New(c, sopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +51,7 @@ func ownServerStore(t *testing.T, opts ...redisstore.Option) (*redistest.Server,
 }
 
 // scriptCalls returns how many script calls (EVALSHA and EVAL) srv has run
-// since its statistics were reset.
+// since its statistics were reset, not counting those that failed.
 func scriptCalls(t *testing.T, srv *redistest.Server) int {
 	t.Helper()
 	info, err := srv.Do("INFO", "commandstats")
@@ -51,12 +66,22 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int {
 			if !ok {
 				continue
 			}
-			calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-			c, err := strconv.Atoi(calls)
-			if err != nil {
-				t.Fatalf("INFO commandstats: %q: %v", line, err)
+			// calls=3,usec=109,...,failed_calls=1: an EVALSHA refused with
+			// NOSCRIPT (and then sent as EVAL) ran no script.
+			for _, f := range strings.Split(rest, ",") {
+				name, v, _ := strings.Cut(f, "=")
+				if name != "calls" && name != "failed_calls" {
+					continue
+				}
+				c, err := strconv.Atoi(v)
+				if err != nil {
+					t.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+				if name == "failed_calls" {
+					c = -c
+				}
+				n += c
 			}
-			n += c
 		}
 	}
 	return n
@@ -111,6 +136,9 @@ func TestBatchesForm(t *testing.T) {
 				t.Fatal(err)
 			}
 			wg.Wait()
+			if inflight, waiting, flying := s.BatchState(); inflight != 0 || waiting != 0 || flying != 0 {
+				t.Errorf("after every answer: %d calls and %d decisions in flight, %d waiting; want none", inflight, flying, waiting)
+			}
 			if got := admitted.Load(); got != limit {
 				t.Errorf("admitted %d of %d, want exactly %d", got, workers*tries, limit)
 			}
@@ -150,12 +178,68 @@ func TestLoneCallerGoesAtOnce(t *testing.T) {
 		if !r.Allowed || r.Remaining != int64(999-i) {
 			t.Fatalf("decision %d: %+v, want allowed with %d remaining", i, r, 999-i)
 		}
-		if busy, waiting := s.BatchState(); busy || waiting != 0 {
-			t.Fatalf("after decision %d: busy %v, %d waiting; want idle", i, busy, waiting)
+		if inflight, waiting, _ := s.BatchState(); inflight != 0 || waiting != 0 {
+			t.Fatalf("after decision %d: %d calls in flight, %d waiting; want idle", i, inflight, waiting)
 		}
 	}
 	if calls := scriptCalls(t, srv); calls != n {
 		t.Errorf("%d script calls for %d decisions one after another, want %d", calls, n, n)
+	}
+}
+
+// TestSecondCallGoesWhenHalfWait shows when a second call goes while one
+// is in flight: once at least as many decisions wait as are in play
+// besides (see batcher.early). With the server paused, caller 1's call is
+// in flight; caller 2 waits alone, as many as are in flight, so its call
+// goes at once; callers 3 to 6 then wait for one of the two to answer,
+// as no third call goes. When the server resumes, the one key's limit of
+// 3 admits callers 1, 2 and 3, in their order of arrival, in three script
+// calls, and the batcher is idle again with nothing counted in flight.
+func TestSecondCallGoesWhenHalfWait(t *testing.T) {
+	t.Parallel()
+	srv, s := ownServerStore(t)
+	l := redlimit.PerHour(3).FixedWindow()
+	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	var answers []chan answer
+	for i, want := range []struct{ inflight, waiting int }{{1, 0}, {2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}} {
+		answers = append(answers, goAllow(s, context.Background(), "k", l))
+		waitUntil(t, fmt.Sprintf("caller %d is in flight or waits", i+1), func() bool {
+			inflight, waiting, _ := s.BatchState()
+			return inflight == want.inflight && waiting == want.waiting
+		})
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	for i, ch := range answers {
+		a := receive(t, fmt.Sprintf("caller %d", i+1), ch)
+		if a.err != nil {
+			t.Fatalf("caller %d: %v", i+1, a.err)
+		}
+		if want := i < 3; a.r.Allowed != want || (want && a.r.Remaining != int64(2-i)) {
+			t.Errorf("caller %d: %+v; want allowed %v with %d remaining", i+1, a.r, want, max(2-i, 0))
+		}
+	}
+	if calls := scriptCalls(t, srv); calls != 3 {
+		t.Errorf("%d script calls, want 3: caller 1, caller 2, and callers 3 to 6 together", calls)
+	}
+	if inflight, waiting, flying := s.BatchState(); inflight != 0 || waiting != 0 || flying != 0 {
+		t.Errorf("after every answer: %d calls and %d decisions in flight, %d waiting; want none", inflight, flying, waiting)
 	}
 }
 
@@ -200,18 +284,27 @@ func receive(t *testing.T, what string, ch chan answer) answer {
 }
 
 // TestBatchCancellation shows that a caller who gives up neither loses nor
-// doubles another's decision: with the server paused, caller 1's call (on
-// another key) is in flight and callers 2, 3 and 4 wait for the next
-// batch. Caller 4 gives up while waiting: its decision is never sent.
-// Caller 1 gives up, so the batch of 2 and 3 goes; caller 2 gives up while
-// it is in flight. When the server resumes, caller 3 gets its answer after
+// doubles another's decision: with the server paused, the calls of
+// callers 1 and 1b (on other keys) are in flight and callers 2, 3 and 4
+// wait for the next batch. Caller 4 gives up while waiting: its decision
+// is never sent. Caller 1 gives up, so the batch of 2 and 3 goes; caller 2
+// gives up while it is in flight. When the server resumes, caller 3 gets its answer after
 // caller 2's decision, and the key has counted exactly callers 2 and 3.
 // (Caller 1's decision may or may not be applied, as for any call
 // cancelled in flight.)
 func TestBatchCancellation(t *testing.T) {
-	srv, s := ownServerStore(t)
+	// One connection, which the first call opens and puts in rueidis's
+	// pipelined mode for good (a call of a cancelable context does), in
+	// which a cancellation ends a call at once. rueidis's default of four,
+	// each call on one at random, each opened at its first call, would let
+	// caller 1's call wait behind a connection's handshake with the paused
+	// server, or behind caller 1b's call made synchronously, until
+	// rueidis's timeout (5 s).
+	srv, s := ownServerStore(t, rueidis.ClientOption{PipelineMultiplex: -1})
 	l := redlimit.PerHour(10).FixedWindow()
-	if _, err := s.AllowN(context.Background(), "warm", l, 1); err != nil { // loads the script
+	warm, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := s.AllowN(warm, "warm", l, 1); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	if err := srv.Pause(); err != nil {
@@ -230,13 +323,15 @@ func TestBatchCancellation(t *testing.T) {
 	defer cancel2()
 	defer cancel4()
 	a1 := goAllow(s, ctx1, "other", l)
-	waitUntil(t, "caller 1 is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+	waitUntil(t, "caller 1 is in flight", func() bool { n, _, _ := s.BatchState(); return n == 1 })
+	a1b := goAllow(s, context.Background(), "other1b", l)
+	waitUntil(t, "caller 1b is in flight", func() bool { n, _, _ := s.BatchState(); return n == 2 })
 	a2 := goAllow(s, ctx2, "k", l)
-	waitUntil(t, "caller 2 waits", func() bool { _, n := s.BatchState(); return n == 1 })
+	waitUntil(t, "caller 2 waits", func() bool { _, n, _ := s.BatchState(); return n == 1 })
 	a3 := goAllow(s, context.Background(), "k", l)
-	waitUntil(t, "caller 3 waits", func() bool { _, n := s.BatchState(); return n == 2 })
+	waitUntil(t, "caller 3 waits", func() bool { _, n, _ := s.BatchState(); return n == 2 })
 	a4 := goAllow(s, ctx4, "k", l)
-	waitUntil(t, "caller 4 waits", func() bool { _, n := s.BatchState(); return n == 3 })
+	waitUntil(t, "caller 4 waits", func() bool { _, n, _ := s.BatchState(); return n == 3 })
 
 	cancel4()
 	if a := receive(t, "caller 4", a4); !errors.Is(a.err, context.Canceled) {
@@ -246,7 +341,7 @@ func TestBatchCancellation(t *testing.T) {
 	if a := receive(t, "caller 1", a1); !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("caller 1, cancelled in flight: %+v, %v; want context.Canceled", a.r, a.err)
 	}
-	waitUntil(t, "the batch of callers 2 and 3 is sent", func() bool { _, n := s.BatchState(); return n == 0 })
+	waitUntil(t, "the batch of callers 2 and 3 is sent", func() bool { _, n, _ := s.BatchState(); return n == 0 })
 	cancel2()
 	if a := receive(t, "caller 2", a2); !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("caller 2, cancelled in flight: %+v, %v; want context.Canceled", a.r, a.err)
@@ -255,6 +350,9 @@ func TestBatchCancellation(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused = false
+	if a := receive(t, "caller 1b", a1b); a.err != nil || !a.r.Allowed {
+		t.Fatalf("caller 1b: %+v, %v; want allowed", a.r, a.err)
+	}
 	a := receive(t, "caller 3", a3)
 	if a.err != nil || !a.r.Allowed || a.r.Remaining != 8 {
 		t.Fatalf("caller 3: %+v, %v; want allowed, 8 remaining (after caller 2)", a.r, a.err)
@@ -307,8 +405,11 @@ func TestReturnsByContextWhenClientHangs(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			first := goAllow(s, ctx, "first", l)
-			waitUntil(t, "the first call is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+			waitUntil(t, "the first call is in flight", func() bool { n, _, _ := s.BatchState(); return n == 1 })
+			second := goAllow(s, ctx, "second", l)
+			waitUntil(t, "the second call is in flight", func() bool { n, _, _ := s.BatchState(); return n == 2 })
 			queued := goAllow(s, ctx, "queued", l)
+			waitUntil(t, "a caller waits", func() bool { _, n, _ := s.BatchState(); return n == 1 })
 			peeked := make(chan answer, 1)
 			go func() {
 				r, err := s.Peek(ctx, "peeked", l, 1)
@@ -317,7 +418,7 @@ func TestReturnsByContextWhenClientHangs(t *testing.T) {
 			for _, c := range []struct {
 				what string
 				ch   chan answer
-			}{{"the first caller", first}, {"a queued caller", queued}, {"a queued Peek", peeked}} {
+			}{{"the first caller", first}, {"the second caller", second}, {"a queued caller", queued}, {"a queued Peek", peeked}} {
 				a := receive(t, c.what, c.ch)
 				took := time.Since(start)
 				if !errors.Is(a.err, context.DeadlineExceeded) {
@@ -359,7 +460,7 @@ func TestBudgetEndEndsTheCall(t *testing.T) {
 		t.Fatalf("%+v, %v; want context.DeadlineExceeded", a.r, a.err)
 	}
 	// The same margin as above; the server stays paused throughout.
-	waitUntil(t, "the call ends", func() bool { busy, _ := s.BatchState(); return !busy })
+	waitUntil(t, "the call ends", func() bool { n, _, _ := s.BatchState(); return n == 0 })
 	if took := time.Since(start); took > budgetLeft+2*time.Second {
 		t.Errorf("the call ended %s after it began, with a budget of %s", took, budgetLeft)
 	}
@@ -367,8 +468,9 @@ func TestBudgetEndEndsTheCall(t *testing.T) {
 
 // TestBatchErrorReachesEveryCaller shows that when a batch call fails, every
 // caller in it gets the error: with the server paused, caller 1 is in
-// flight and callers 2 and 3 wait; caller 2's key holds a string, on which
-// the fixed window's HINCRBY fails, so the batch of 2 and 3 fails.
+// flight, and so is caller 1b's, and callers 2 and 3 wait; caller 2's key
+// holds a string, on which the fixed window's HINCRBY fails, so the batch
+// of 2 and 3 fails.
 func TestBatchErrorReachesEveryCaller(t *testing.T) {
 	srv, s := ownServerStore(t, redisstore.WithPrefix("p:"))
 	l := redlimit.PerHour(10).FixedWindow()
@@ -382,16 +484,20 @@ func TestBatchErrorReachesEveryCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	a1 := goAllow(s, context.Background(), "good1", l)
-	waitUntil(t, "caller 1 is in flight", func() bool { busy, _ := s.BatchState(); return busy })
+	waitUntil(t, "caller 1 is in flight", func() bool { n, _, _ := s.BatchState(); return n == 1 })
+	a1b := goAllow(s, context.Background(), "good1b", l)
+	waitUntil(t, "caller 1b is in flight", func() bool { n, _, _ := s.BatchState(); return n == 2 })
 	a2 := goAllow(s, context.Background(), "bad", l)
-	waitUntil(t, "caller 2 waits", func() bool { _, n := s.BatchState(); return n == 1 })
+	waitUntil(t, "caller 2 waits", func() bool { _, n, _ := s.BatchState(); return n == 1 })
 	a3 := goAllow(s, context.Background(), "good3", l)
-	waitUntil(t, "caller 3 waits", func() bool { _, n := s.BatchState(); return n == 2 })
+	waitUntil(t, "caller 3 waits", func() bool { _, n, _ := s.BatchState(); return n == 2 })
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if a := receive(t, "caller 1", a1); a.err != nil || !a.r.Allowed {
-		t.Errorf("caller 1: %+v, %v; want allowed", a.r, a.err)
+	for i, ch := range []chan answer{a1, a1b} {
+		if a := receive(t, "caller", ch); a.err != nil || !a.r.Allowed {
+			t.Errorf("caller %s: %+v, %v; want allowed", []string{"1", "1b"}[i], a.r, a.err)
+		}
 	}
 	for i, ch := range []chan answer{a2, a3} {
 		if a := receive(t, "caller", ch); a.err == nil || !strings.Contains(a.err.Error(), "WRONGTYPE") {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/redlimit/redlimit"
@@ -20,12 +21,13 @@ func (s *Store) RefundGroup(ctx context.Context, reqs []redlimit.Request, result
 	return s.refund(ctx, reqs, results, at, nil, nil)
 }
 
-// BatchState returns whether a call of the standalone batcher is in flight
-// and how many decisions wait for the next.
-func (s *Store) BatchState() (busy bool, waiting int) {
+// BatchState returns how many calls of the standalone batcher are in
+// flight, how many decisions wait for the next, and how many decisions the
+// batcher counts in flight.
+func (s *Store) BatchState() (inflight, waiting, flying int) {
 	b := s.batches.one
 	if b == nil {
-		return false, 0
+		return 0, 0, 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -34,7 +36,10 @@ func (s *Store) BatchState() (busy bool, waiting int) {
 			waiting++
 		}
 	}
-	return b.busy, waiting
+	if waiting != b.waiting {
+		panic(fmt.Sprintf("%d decisions queued, the batcher counts %d", waiting, b.waiting))
+	}
+	return b.inflight, waiting, b.flying
 }
 
 // WithBatchScriptAlways makes every AllowN and Peek run the batch script,
