@@ -24,14 +24,17 @@ const (
 // WithBatching turns batching on (the default) or off. With batching, the
 // decisions ([Store.AllowN], [Store.Peek], [Store.AllowAll] and
 // [Store.Admit]) that reach the Store for one Redis node while a call to
-// that node is in flight wait for it and then go together as one script
-// call, which decides them one after another in their order of arrival,
-// at one instant: each gets the answer it would have got alone at that
-// instant, and concurrent requests for one key are admitted greedily in
-// arrival order, each if it still fits. A caller that finds no call in
-// flight is sent at once, with the script it would run without batching,
-// so an idle Store adds no delay. Without batching, every decision is a
-// script call of its own.
+// that node is in flight wait and then go together as one script call,
+// which decides them one after another in their order of arrival, at one
+// instant: each gets the answer it would have got alone at that instant,
+// and concurrent requests for one key are admitted greedily in arrival
+// order, each if it still fits. They go when the call in flight answers,
+// or at once as a second call in flight once at least half the decisions
+// in play wait (so that the node has the next call to run while the
+// answer to the first travels back), never more than two calls at a time.
+// A caller that finds no call in flight is sent at once, with the script
+// it would run without batching, so an idle Store adds no delay. Without
+// batching, every decision is a script call of its own.
 //
 // With batching, [Store.AllowN] and [Store.Peek] return by their
 // context's deadline even if the client library has not answered: the
@@ -63,14 +66,15 @@ func (s *Store) ReturnsByContext() bool {
 // batcher groups the decisions bound for one destination (a standalone
 // server, a Cluster slot or a Cluster node) by group commit, with no
 // timer: what arrives while a call of the destination is in flight waits
-// in queue and goes in the next call, when the call in flight answers or,
-// once as many decisions wait as are in flight (and at least earlyBatch),
-// at once as a second call in flight. The second call keeps the server
-// busy while the first one's answer comes back and its callers decide
-// again. That it waits until it is as large as the call in flight keeps it
-// from being a call of a few decisions, which costs the server more per
-// decision than it saves, and makes the two calls of a steady load even
-// halves of it.
+// in queue and goes in the next call, when a call in flight answers or,
+// while only one is in flight, at once as a second call once early holds.
+// With one call in flight, the server waits while its answer travels back
+// and is handed out and the next call travels to it, and the callers wait
+// while the server runs the call (docs/BENCHMARKS.md, "Batching"); a
+// second call fills the server's wait. That it waits until half the
+// decisions in play are in it keeps it from being a call of a few
+// decisions, which would cost the server more per decision than it saves,
+// and splits a steady load into two even halves that take turns.
 type batcher struct {
 	s    *Store
 	node string // a Cluster node's address: its batches go to it with the keys in ARGV (pernode.go); "" otherwise
@@ -85,8 +89,10 @@ type batcher struct {
 
 // early reports whether what waits goes now, in a second call in flight
 // beside the one in flight (see batcher): once at least half the
-// decisions in play wait, those in flight and those answered whose
-// callers have not come back counting as in play. b.mu is held.
+// decisions in play wait, counting as in play those in flight and those
+// answered whose callers may come back (one for each arrival since, as
+// the callers of a service that decides once per request do). b.mu is
+// held.
 func (b *batcher) early() bool {
 	return b.waiting > 0 && b.waiting >= b.flying+b.returning
 }

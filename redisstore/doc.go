@@ -48,7 +48,9 @@
 // decides them one after another in arrival order at one instant, with the
 // same answers as calls of their own at that instant; single-limit
 // decisions on one key read and write the key once. A caller that finds
-// nothing in flight is sent at once. See [WithBatching].
+// nothing in flight is sent at once; the next call goes when the one in
+// flight answers, or beside it once half the decisions in play wait (two
+// calls in flight at most). See [WithBatching].
 //
 // On Redis Cluster (7 or later) a batch takes the decisions of one node,
 // whatever their slots, in one call sent to that node with the keys in
