@@ -182,7 +182,7 @@ func outage(t *testing.T, spec outageSpec) {
 
 			stop := loadNodes(asLimiters(nodes), loadSpec{workers: workers, keys: []string{"hot", "spent"},
 				limits: map[string]redlimit.Limit{"hot": hot, "spent": spent}, deadline: spec.deadline})
-			time.Sleep(300 * time.Millisecond)
+			warmUp(nodes[0], "hot", hot, 300*time.Millisecond)
 			if err := spec.fault(srv); err != nil {
 				t.Fatal(err)
 			}

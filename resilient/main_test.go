@@ -78,6 +78,16 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
+// warmUp lets the load run for d, or less once key has used a quarter of
+// lim, as l's store says: a fault's test needs the key well under its
+// limit when the fault comes, however fast this machine decides.
+func warmUp(l *resilient.Limiter, key string, lim redlimit.Limit, d time.Duration) {
+	waitFor(d, func() bool {
+		r, err := l.Peek(context.Background(), key, lim, 1)
+		return err == nil && r.Source == redlimit.FromStore && r.Remaining <= lim.Count*3/4
+	})
+}
+
 // goRedisStore returns a store on a go-redis client of its own.
 func goRedisStore(t testing.TB, addr string) *redisstore.Store {
 	t.Helper()
