@@ -70,8 +70,8 @@ func (s *Store) ReturnsByContext() bool {
 // while only one is in flight, at once as a second call once early holds.
 // With one call in flight, the server waits while its answer travels back
 // and is handed out and the next call travels to it, and the callers wait
-// while the server runs the call (docs/BENCHMARKS.md, "Batching"); a
-// second call fills the server's wait. That it waits until half the
+// while the server runs the call (docs/BENCHMARKS.md, "Two calls in
+// flight"); a second call fills the server's wait. That it waits until half the
 // decisions in play are in it keeps it from being a call of a few
 // decisions, which would cost the server more per decision than it saves,
 // and splits a steady load into two even halves that take turns.
@@ -90,9 +90,10 @@ type batcher struct {
 // early reports whether what waits goes now, in a second call in flight
 // beside the one in flight (see batcher): once at least half the
 // decisions in play wait, counting as in play those in flight and those
-// answered whose callers may come back (one for each arrival since, as
-// the callers of a service that decides once per request do). b.mu is
-// held.
+// answered whose callers may come back. An answer adds its decisions to
+// returning and each arrival takes one away, as the callers of a closed
+// loop (a worker, a client's connection) come back once answered. b.mu
+// is held.
 func (b *batcher) early() bool {
 	return b.waiting > 0 && b.waiting >= b.flying+b.returning
 }
