@@ -123,6 +123,18 @@ func TestDocumentedACL(t *testing.T) {
 			check("AllowN on a log being trimmed", err)
 			time.Sleep(5 * time.Millisecond)
 		}
+		// A refund of its newest entry after entries expired at its time
+		// (refund.lua's expire_before).
+		for range 3 {
+			_, err := s.AllowN(ctx, "expired", log, 1)
+			check("AllowN on a log whose entries expire", err)
+			time.Sleep(30 * time.Millisecond)
+		}
+		g, err := s.Admit(ctx, []redlimit.Request{{Key: "expired", Limit: log, Cost: 1}})
+		check("Admit on a log whose entries expired", err)
+		if err == nil {
+			check("Refund of the newest entry", s.Refund(ctx, g, []int64{1}))
+		}
 		reg, err := s.Register(ctx, redisstore.RegistryOptions{Interval: 50 * time.Millisecond})
 		check("Register", err)
 		if err == nil {

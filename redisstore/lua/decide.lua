@@ -75,7 +75,7 @@ if op == 'refund' or op == 'giveback' then
     elseif alg == FIXED_WINDOW then
       windows_refund(key, W, FIXED_WINDOW_SPAN, n, mark)
     elseif alg == SLIDING_LOG then
-      sliding_log_refund(key, W, n, mark)
+      sliding_log_refund(key, W, n, mark, op == 'giveback')
     elseif alg == SLIDING_WINDOW then
       windows_refund(key, W, SLIDING_WINDOW_SPAN, n, mark)
     elseif op == 'refund' then

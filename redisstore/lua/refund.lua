@@ -46,6 +46,18 @@ end
 
 local LOG_REFUND = 64 -- the most entries a sliding log's refund rewrites
 
+-- expire_before makes the entries of key's log at or before t expired
+-- whatever the time of the decisions to come: it trims them but the last,
+-- which becomes the base, scored -inf. With more than LOG_TRIM_MOST of
+-- them (the work of one call stays bounded), they stay as they are.
+local function expire_before(key, t)
+  local k = redis.call('ZCOUNT', key, '-inf', str(t))
+  if k < 1 or k > LOG_TRIM_MOST then return end
+  if k > 1 then redis.call('ZREMRANGEBYRANK', key, '0', str(k - 2)) end
+  local b = redis.call('ZRANGE', key, '0', '0')[1]
+  if b ~= 'b' then redis.call('ZADD', key, '-inf', b) end
+end
+
 -- sliding_log_refund takes a request of cost n out of the entry at its
 -- time (the mark less the window W), if all of it is still there, and
 -- moves the cum of the entries after it down by the cost, so their counts
@@ -54,7 +66,14 @@ local LOG_REFUND = 64 -- the most entries a sliding log's refund rewrites
 -- refund), the rewrite would be unbounded, and the refund gives nothing
 -- back: strict. An entry holding less than the cost was trimmed or reset
 -- since.
-local function sliding_log_refund(key, W, n, mark)
+--
+-- A group's 'refund' leaves the log as if the group had never been
+-- decided, as the memory store, which decides the groups together, never
+-- wrote it. A 'giveback' (Store.Refund) that takes out the newest entry
+-- leaves expired what had expired at that entry's time, whatever time
+-- comes next (a clock that steps back), as the memory store does, which
+-- trimmed it when it added the entry (expire_before).
+local function sliding_log_refund(key, W, n, mark, giveback)
   local stamp = mark - W
   local es = redis.call('ZRANGEBYSCORE', key, str(stamp), '+inf', 'WITHSCORES', 'LIMIT', 0, LOG_REFUND + 2)
   if #es == 0 or tonumber(es[2]) ~= stamp or #es > 2 * (LOG_REFUND + 1) then return end
@@ -75,6 +94,7 @@ local function sliding_log_refund(key, W, n, mark)
   end
   redis.call('ZREM', key, unpack(gone))
   if #adds > 2 then redis.call(unpack(adds)) end
+  if giveback and #es == 2 and units == x then expire_before(key, stamp - W) end
 end
 
 -- token_bucket_lower lowers the TAT y of a bucket's key by b at now, and
