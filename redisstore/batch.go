@@ -32,6 +32,9 @@ const (
 // or at once as a second call in flight once at least half the decisions
 // in play wait (so that the node has the next call to run while the
 // answer to the first travels back), never more than two calls at a time.
+// Two calls in flight may run in either order (the client may send them
+// on two connections): their callers are concurrent, and each call
+// decides its own in their order of arrival.
 // A caller that finds no call in flight is sent at once, with the script
 // it would run without batching, so an idle Store adds no delay. Without
 // batching, every decision is a script call of its own.
