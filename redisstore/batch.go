@@ -116,6 +116,24 @@ type pending struct {
 	state int           // queued, sent or cancelled; under the batcher's mu
 	out   outcome       // the answer, filled by the call that decides it
 	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
+	// pooled: from pendings (newPendingOne), given back by decide once
+	// its caller has the answer and no call holds it any more.
+	pooled bool
+}
+
+// pendings keeps single-limit pendings, with their done channels, between
+// decisions: two allocations a decision fewer.
+var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
+
+// release gives p back to pendings if it came from there. Only once no
+// one holds p: its caller has the answer from done (or decided it itself)
+// and it is in no queue and no call.
+func release(p *pending) {
+	if p.pooled {
+		done := p.done
+		*p = pending{done: done}
+		pendings.Put(p)
+	}
 }
 
 const (
@@ -206,9 +224,11 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 }
 
 // newPendingOne is newPending of the one request r, not a debit, as AllowN
-// and Peek make it: with no slice of one request to allocate.
+// and Peek make it: with no slice of one request to allocate, and from
+// pendings, to which batcher.decide gives it back once answered.
 func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
-	p := &pending{ctx: ctx, end: budget.Of(ctx), op: op, req: r, key: s.key(hashTag(r.Key), r.Limit)}
+	p := pendings.Get().(*pending)
+	*p = pending{ctx: ctx, end: budget.Of(ctx), op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
 	if s.batches.slots != nil || s.batches.nodes != nil {
 		p.slot = keySlot(p.key)
 	}
@@ -231,14 +251,19 @@ func (b *batcher) decide(p *pending) outcome {
 			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
 			b.answered(1)
 			b.next()
+			release(p)
 			return o
 		}
 		p.state = sent
-		p.done = make(chan struct{}, 1)
+		if p.done == nil {
+			p.done = make(chan struct{}, 1)
+		}
 		b.mu.Unlock()
 		b.s.runners.Go(batchRun{b: b, alone: p})
 	} else {
-		p.done = make(chan struct{}, 1)
+		if p.done == nil {
+			p.done = make(chan struct{}, 1)
+		}
 		b.queue = append(b.queue, p)
 		b.waiting++
 		var early []*pending
@@ -258,7 +283,10 @@ func (b *batcher) decide(p *pending) outcome {
 	}
 	select {
 	case <-p.done:
-		return p.out
+		// The call that answered is done with p (it sends on done last).
+		o := p.out
+		release(p)
+		return o
 	case <-ctx.Done():
 	case <-ended:
 	}
