@@ -117,7 +117,8 @@ type pending struct {
 	out   outcome       // the answer, filled by the call that decides it
 	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
 	// pooled: from pendings (newPendingOne), given back by decide once
-	// its caller has the answer and no call holds it any more.
+	// its caller has the answer and nothing holds it any more (not after
+	// its call field has been a call's context: see batchRun.run).
 	pooled bool
 }
 
@@ -343,6 +344,10 @@ func (r batchRun) run() {
 		if p.end != nil {
 			p.call = endCtx{p.ctx, p.end}
 			ctx = &p.call
+			// The client library may derive contexts from &p.call that
+			// outlive the call (a cancel propagation's goroutine reads its
+			// Done): p is not given back to pendings.
+			p.pooled = false
 		}
 		p.out = r.b.s.decideAlone(ctx, p, r.b.s.scriptTime())
 		r.b.answered(1)
