@@ -98,7 +98,7 @@ type batcher struct {
 // loop (a worker, a client's connection) come back once answered. b.mu
 // is held.
 func (b *batcher) early() bool {
-	return b.waiting > 0 && b.waiting >= b.flying+b.returning
+	return b.waiting >= b.flying+b.returning
 }
 
 // pending is one decision waiting for a batch: of one limit (AllowN, Peek)
@@ -213,7 +213,7 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 	if len(reqs) == 1 && !reqs[0].Debit {
 		return s.newPendingOne(ctx, op, reqs[0])
 	}
-	p := &pending{ctx: ctx, end: budget.Of(ctx), op: op, reqs: reqs, keys: make([]string, len(reqs))}
+	p := &pending{ctx: ctx, end: budget.Of(ctx), op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
 	for i, r := range reqs {
 		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
@@ -250,21 +250,14 @@ func (b *batcher) decide(p *pending) outcome {
 		if _, ok := p.deadline(); !ok {
 			b.mu.Unlock()
 			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
-			b.answered(1)
-			b.next()
+			b.next(1)
 			release(p)
 			return o
 		}
 		p.state = sent
-		if p.done == nil {
-			p.done = make(chan struct{}, 1)
-		}
 		b.mu.Unlock()
 		b.s.runners.Go(batchRun{b: b, alone: p})
 	} else {
-		if p.done == nil {
-			p.done = make(chan struct{}, 1)
-		}
 		b.queue = append(b.queue, p)
 		b.waiting++
 		var early []*pending
@@ -316,11 +309,11 @@ func (b *batcher) decide(p *pending) outcome {
 	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
 }
 
-// next is called when b's call in flight has answered: it sends what
-// queued meanwhile, from a goroutine that carries on while more queues, or
-// leaves b idle.
-func (b *batcher) next() {
-	batch := b.take(nil)
+// next is called when b's call of answered decisions has answered, its
+// caller having its answer already: it sends what queued meanwhile, from a
+// goroutine that carries on while more queues, or leaves b idle.
+func (b *batcher) next(answered int) {
+	batch := b.take(nil, answered)
 	if batch != nil {
 		b.s.runners.Go(batchRun{b: b, batch: batch})
 	}
@@ -352,7 +345,7 @@ func (r batchRun) run() {
 		p.out = r.b.s.decideAlone(ctx, p, r.b.s.scriptTime())
 		r.b.answered(1)
 		p.done <- struct{}{}
-		r.batch = r.b.take(nil)
+		r.batch = r.b.take(nil, 0)
 	}
 	r.b.run(r.batch)
 }
@@ -361,17 +354,23 @@ func (r batchRun) run() {
 // callers are given their answers.
 func (b *batcher) answered(n int) {
 	b.mu.Lock()
-	b.flying -= n
-	b.returning += n
+	b.answeredLocked(n)
 	b.mu.Unlock()
 }
 
-// take is called by a call of answered decisions that has answered: it
-// returns the next batch for the caller to send, reusing buf; or nil, the
-// call's place in flight given up, when nothing waits, or too little to go
-// beside another call in flight (see batcher).
-func (b *batcher) take(buf []*pending) []*pending {
+func (b *batcher) answeredLocked(n int) {
+	b.flying -= n
+	b.returning += n
+}
+
+// take is called by a call that has answered: it records its answered
+// decisions, if not done yet (answered), and returns the next batch for
+// the caller to send, reusing buf; or nil, the call's place in flight
+// given up, when nothing waits, or too little to go beside another call in
+// flight (see batcher).
+func (b *batcher) take(buf []*pending, answered int) []*pending {
 	b.mu.Lock()
+	b.answeredLocked(answered)
 	var batch []*pending
 	if b.inflight == 1 || b.early() {
 		batch = b.takeLocked(buf)
@@ -420,7 +419,7 @@ func (b *batcher) run(batch []*pending) {
 	for batch != nil {
 		b.send(batch)
 		clear(batch)
-		batch = b.take(batch)
+		batch = b.take(batch, 0)
 	}
 }
 

@@ -20,30 +20,24 @@ import (
 )
 
 // ownServerStore returns a server of its own, whose command statistics
-// only this test moves, and a Store on it through rueidis; opts are the
-// Store's options and, if one is given, the client's rueidis.ClientOption.
-func ownServerStore(t *testing.T, opts ...any) (*redistest.Server, *redisstore.Store) {
+// only this test moves, and a Store on it through rueidis.
+func ownServerStore(t *testing.T, opts ...redisstore.Option) (*redistest.Server, *redisstore.Store) {
+	t.Helper()
+	return ownServerStoreWith(t, rueidis.ClientOption{}, opts...)
+}
+
+// ownServerStoreWith is ownServerStore with the client's options copt (its
+// address set here).
+func ownServerStoreWith(t *testing.T, copt rueidis.ClientOption, opts ...redisstore.Option) (*redistest.Server, *redisstore.Store) {
 	t.Helper()
 	srv := redistest.Start(t)
-	var copt rueidis.ClientOption
-	var sopts []redisstore.Option
-	for _, o := range opts {
-		switch o := o.(type) {
-		case rueidis.ClientOption:
-			copt = o
-		case redisstore.Option:
-			sopts = append(sopts, o)
-		default:
-			t.Fatalf("ownServerStore: %T is not an option", o)
-		}
-	}
 	copt.InitAddress, copt.DisableCache = []string{srv.Addr()}, true
 	c, err := rueidis.NewClient(copt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	s, err := redisstore.New(c, sopts...)
+	s, err := redisstore.New(c, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +204,7 @@ func TestSecondCallGoesWhenHalfWait(t *testing.T) {
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	paused := true
-	defer func() {
-		if paused {
-			srv.Resume()
-		}
-	}()
+	defer srv.Resume() // a second SIGCONT does nothing
 	var answers []chan answer
 	for i, want := range []struct{ inflight, waiting int }{{1, 0}, {2, 0}, {2, 1}, {2, 2}, {2, 3}, {2, 4}} {
 		answers = append(answers, goAllow(s, context.Background(), "k", l))
@@ -227,24 +216,21 @@ func TestSecondCallGoesWhenHalfWait(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	paused = false
-	swapped := 0
+	got := make([]redlimit.Result, len(answers))
 	for i, ch := range answers {
 		a := receive(t, fmt.Sprintf("caller %d", i+1), ch)
 		if a.err != nil {
 			t.Fatalf("caller %d: %v", i+1, a.err)
 		}
-		want := redlimit.Result{Allowed: i < 3, Remaining: int64(max(2-i, 0))}
-		if i < 2 && a.r.Remaining == int64(1+i) { // callers 1 and 2 the other way round
-			want.Remaining = int64(1 + i)
-			swapped++
-		}
-		if a.r.Allowed != want.Allowed || a.r.Remaining != want.Remaining {
-			t.Errorf("caller %d: %+v; want allowed %v with %d remaining", i+1, a.r, want.Allowed, want.Remaining)
-		}
+		got[i] = a.r
 	}
-	if swapped == 1 {
-		t.Errorf("callers 1 and 2 have the same count left")
+	if got[0].Remaining == 1 && got[1].Remaining == 2 { // callers 1 and 2 the other way round
+		got[0].Remaining, got[1].Remaining = 2, 1
+	}
+	for i, r := range got {
+		if want := int64(max(2-i, 0)); r.Allowed != (i < 3) || r.Remaining != want {
+			t.Errorf("caller %d: %+v; want allowed %v with %d remaining (callers 1 and 2 in either order)", i+1, r, i < 3, want)
+		}
 	}
 	if calls := scriptCalls(t, srv); calls != 3 {
 		t.Errorf("%d script calls, want 3: caller 1, caller 2, and callers 3 to 6 together", calls)
@@ -311,7 +297,7 @@ func TestBatchCancellation(t *testing.T) {
 	// caller 1's call wait behind a connection's handshake with the paused
 	// server, or behind caller 1b's call made synchronously, until
 	// rueidis's timeout (5 s).
-	srv, s := ownServerStore(t, rueidis.ClientOption{PipelineMultiplex: -1})
+	srv, s := ownServerStoreWith(t, rueidis.ClientOption{PipelineMultiplex: -1})
 	l := redlimit.PerHour(10).FixedWindow()
 	warm, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -321,12 +307,7 @@ func TestBatchCancellation(t *testing.T) {
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	paused := true
-	defer func() {
-		if paused {
-			srv.Resume()
-		}
-	}()
+	defer srv.Resume() // a second SIGCONT does nothing
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	ctx4, cancel4 := context.WithCancel(context.Background())
@@ -360,7 +341,6 @@ func TestBatchCancellation(t *testing.T) {
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	paused = false
 	if a := receive(t, "caller 1b", a1b); a.err != nil || !a.r.Allowed {
 		t.Fatalf("caller 1b: %+v, %v; want allowed", a.r, a.err)
 	}
@@ -565,5 +545,52 @@ func TestKeyAllocs(t *testing.T) {
 	l := redlimit.PerHour(100).SlidingWindow()
 	if n := testing.AllocsPerRun(100, func() { _ = s.KeyOf("user-42", l) }); n > 1 {
 		t.Errorf("a key costs %v allocations, want 1", n)
+	}
+}
+
+// TestBatchCountsSurviveCancellations: callers that give up while waiting
+// or in flight, on a server that pauses now and then, leave the batcher's
+// counts as they found them: once every call has ended, nothing counts as
+// waiting or in flight (a count that drifted would hold second calls back,
+// or send them too early, for good).
+func TestBatchCountsSurviveCancellations(t *testing.T) {
+	t.Parallel()
+	srv, s := ownServerStore(t)
+	l := redlimit.Per(redlimit.MaxCount, time.Hour).FixedWindow()
+	stop := time.Now().Add(600 * time.Millisecond)
+	var wg sync.WaitGroup
+	var gaveUp atomic.Int64
+	for w := range 64 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((w*7+i)%3000)*time.Microsecond)
+				if _, err := s.AllowN(ctx, fmt.Sprint("k", (w+i)%8), l, 1); err != nil {
+					gaveUp.Add(1)
+				}
+				cancel()
+			}
+		})
+	}
+	for time.Now().Before(stop) {
+		time.Sleep(40 * time.Millisecond)
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if gaveUp.Load() == 0 {
+		t.Fatal("no caller gave up: nothing was tested")
+	}
+	t.Logf("%d decisions given up", gaveUp.Load())
+	waitUntil(t, "every call ends", func() bool { n, _, _ := s.BatchState(); return n == 0 })
+	if inflight, waiting, flying := s.BatchState(); inflight != 0 || waiting != 0 || flying != 0 {
+		t.Errorf("%d calls and %d decisions in flight, %d waiting; want none", inflight, flying, waiting)
+	}
+	if r, err := s.AllowN(context.Background(), "after", l, 1); err != nil || !r.Allowed {
+		t.Errorf("a decision after them: %+v, %v", r, err)
 	}
 }
