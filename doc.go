@@ -127,7 +127,9 @@
 //
 // Stores compute in integer microseconds, exactly: every quantity stays
 // below 2^53 (what a Lua number on Redis holds exactly) for the bounds
-// above and times from the Unix epoch to 2^52 µs, in 2112. The memory store
+// above and times from the Unix epoch to 2^52 µs, in 2112. A clock outside
+// that range reads as the nearest bound, where time stands still: nothing
+// expires or refills, so no limit admits more than its count. The memory store
 // reads [time.Now] unless given a clock; the Redis store reads the Redis
 // server's clock (TIME) unless given one, so application servers whose
 // clocks disagree still share one timeline. Injected clocks make tests

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/micros"
 )
 
 // Defaults of the options.
@@ -209,14 +210,15 @@ func (s *Store) Stats() Stats {
 	return Stats{States: s.n.Load(), Bytes: s.bytes.Load(), Refused: s.refused.Load()}
 }
 
-// micros returns the time in µs since the Unix epoch. Without WithClock it
-// reads the monotonic clock (cheaper than the wall clock) from the wall time
-// the store was made at.
+// micros returns the time in µs since the Unix epoch, within the range the
+// store computes with (see internal/micros). Without WithClock it reads the
+// monotonic clock (cheaper than the wall clock) from the wall time the
+// store was made at.
 func (s *Store) micros() int64 {
 	if s.now != nil {
-		return s.now().UnixMicro()
+		return micros.Of(s.now())
 	}
-	return s.baseMicro + int64(time.Since(s.base)/time.Microsecond)
+	return micros.Clamp(s.baseMicro + int64(time.Since(s.base)/time.Microsecond))
 }
 
 func (s *Store) usable(ctx context.Context) error {

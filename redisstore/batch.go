@@ -653,8 +653,8 @@ func resultOf(r redlimit.Request, allowed bool, remaining, retry, reset int64) r
 		Allowed:    allowed,
 		Limit:      r.Limit.Max(),
 		Remaining:  remaining,
-		RetryAfter: micros(retry),
-		ResetAfter: micros(reset),
+		RetryAfter: fromMicros(retry),
+		ResetAfter: fromMicros(reset),
 	}
 	if retry < 0 {
 		res.RetryAfter = redlimit.Never

@@ -69,7 +69,8 @@
 // [WithClock] makes the store pass the time to the script instead: for
 // tests, or to decide at a chosen instant. Times are integer microseconds,
 // from the Unix epoch to 2^52 µs (in 2112), where the scripts' arithmetic
-// is exact. Key TTLs still run on the server's clock: with a clock that
+// is exact; a time outside, given or read from TIME, reads as the nearest
+// bound, as in the memory store. Key TTLs still run on the server's clock: with a clock that
 // stands still or lags behind it, state can expire before the given time
 // says it should, and a clock that goes back finds state only as long as
 // TTLs kept it ([WithTTLMargin]). A request at an instant before what a

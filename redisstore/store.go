@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/kept"
+	"github.com/redlimit/redlimit/internal/micros"
 )
 
 // DefaultPrefix starts every key the store writes, unless [WithPrefix] says otherwise.
@@ -302,7 +303,7 @@ func readResults(reply []int64, reqs []redlimit.Request, results []redlimit.Resu
 	return allowed
 }
 
-func micros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+func fromMicros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 
 // scriptTime returns ARGV[2] of the scripts: the store's clock in µs with
 // WithClock, or "" for the Redis server's.
@@ -310,7 +311,7 @@ func (s *Store) scriptTime() string {
 	if s.now == nil {
 		return ""
 	}
-	return strconv.FormatInt(s.now().UnixMicro(), 10)
+	return strconv.FormatInt(micros.Of(s.now()), 10)
 }
 
 // callScript runs op for reqs in one script call and returns its reply:

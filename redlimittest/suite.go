@@ -162,6 +162,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("BadInput", func(t *testing.T) { runBadInput(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { runConcurrent(t, newStore) })
 	t.Run("Debits", func(t *testing.T) { runDebits(t, newStore) })
+	t.Run("ClockOutOfRange", func(t *testing.T) { runClockOutOfRange(t, newStore) })
 }
 
 // uniq returns a suffix that keeps one run's keys apart from another's.
@@ -387,6 +388,59 @@ func runConcurrent(t *testing.T, newStore NewStore) {
 			wg.Wait()
 			if got := admitted.Load(); got != 100 {
 				t.Errorf("admitted %d of 320, want exactly 100", got)
+			}
+		})
+	}
+}
+
+// runClockOutOfRange drives a store's clock outside the times it computes
+// exactly (the Unix epoch to 2^52 µs): before the epoch, past 2^52 and
+// 2^53 µs, and to the largest time.Time a Unix microsecond count holds.
+// Such a time reads as the nearest bound, where time stands still: no
+// limit admits more than its count, and nothing errs or panics.
+func runClockOutOfRange(t *testing.T, newStore NewStore) {
+	limits := []redlimit.Limit{
+		redlimit.PerHour(3).FixedWindow(),
+		redlimit.PerHour(3).SlidingWindow(),
+		redlimit.PerHour(3).SlidingLog(),
+		redlimit.PerHour(3).TokenBucket(3),
+	}
+	instants := []struct {
+		name string
+		at   time.Time
+	}{
+		{"before the epoch", time.Unix(-1_000_000, 0)},
+		{"at 2^52 µs", time.UnixMicro(1 << 52)},
+		{"past 2^52 µs", time.UnixMicro(1<<52 + 123_456_789)},
+		{"past 2^53 µs", time.UnixMicro(1<<53 + 1)},
+		{"the largest Unix µs", time.UnixMicro(1<<63 - 1)},
+	}
+	for _, in := range instants {
+		t.Run(in.name, func(t *testing.T) {
+			clock := NewClock(in.at)
+			s := newStore(t, clock.Now)
+			ctx := context.Background()
+			for _, l := range limits {
+				key := "clock" + uniq()
+				admitted := 0
+				for i := range 8 {
+					// Steps of a millisecond: nothing of an hour's
+					// limit may come back, in range or out of it.
+					clock.Set(in.at.Add(time.Duration(i) * time.Millisecond))
+					r, err := s.AllowN(ctx, key, l, 1)
+					if err != nil {
+						t.Fatalf("%s, decision %d: %v", l, i, err)
+					}
+					if r.Allowed {
+						admitted++
+					}
+					if r.Remaining < 0 || r.Remaining > l.Max() || r.RetryAfter < 0 || r.ResetAfter < 0 {
+						t.Errorf("%s, decision %d: %+v", l, i, r)
+					}
+				}
+				if admitted != 3 {
+					t.Errorf("%s: %d of 8 admitted, want 3", l, admitted)
+				}
 			}
 		})
 	}

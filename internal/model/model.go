@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/micros"
 )
 
 // Model is the reference limiter: each algorithm written from its
@@ -75,7 +76,8 @@ func New(now func() time.Time) *Model {
 	return &Model{now: now, states: make(map[stateKey]*state)}
 }
 
-func (m *Model) micros() int64 { return m.now().UnixMicro() }
+// micros is the time in µs, within the range the stores compute with.
+func (m *Model) micros() int64 { return micros.Of(m.now()) }
 
 // AllowN implements [redlimit.Limiter].
 func (m *Model) AllowN(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {

@@ -61,3 +61,6 @@ if ARGV[2] == '' then
 else
   now = ARGV[2] + 0
 end
+-- Times are exact from the Unix epoch to 2^52 µs; a clock outside reads as
+-- the nearest bound, where time stands still (internal/micros).
+if now < 0 then now = 0 elseif now > 4503599627370496 then now = 4503599627370496 end
