@@ -275,6 +275,14 @@ func (b *batcher) decide(p *pending) outcome {
 	if p.end != nil {
 		ended = p.end.Done
 	}
+	if ended == nil && ctx.Done() == nil {
+		// Nothing ends the wait but the answer (context.Background): a
+		// receive costs less than a select.
+		<-p.done
+		o := p.out
+		release(p)
+		return o
+	}
 	select {
 	case <-p.done:
 		// The call that answered is done with p (it sends on done last).
