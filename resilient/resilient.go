@@ -28,6 +28,7 @@ const (
 	DefaultCallerMargin     = 5 * time.Millisecond
 	DefaultReconcileSize    = 100_000
 	DefaultReconcileSpread  = time.Second
+	DefaultSettle           = 2 * time.Second
 )
 
 // NodeCounter reports how many nodes share the limits, at least 1. The
@@ -99,6 +100,22 @@ type Options struct {
 	// first decision, for a store without an exactly-once debit). Negative:
 	// no wait.
 	ReconcileSpread time.Duration
+	// Settle is how long, after the store answers again following an
+	// outage in which this node decided by its local fallback, a decision
+	// whose limits all fail local (and carry no debit) must also fit this
+	// node's local share before the store is asked (default
+	// [DefaultSettle]; negative: off). The nodes come back apart (on
+	// Redis Cluster, up to a second or two after a failover), and the
+	// store learns what another node admitted by itself only when that
+	// node is back: meanwhile, without it, the store would give the nodes
+	// already back what the others are still spending of their shares.
+	// While it settles, a node admits no more than its share (what the
+	// store last said, split between the nodes), as during the outage, so
+	// the nodes together admit no more than the limit; a decision the
+	// share denies is answered by it ([redlimit.FromLocal]), the others by
+	// the store. Decisions through Admit (package reserve) are not held to
+	// the share.
+	Settle time.Duration
 	// Fallback decides the limits whose policy is [redlimit.FailLocal]
 	// while the store fails, in process: it is called without the caller's
 	// deadline and cancellation. Default: a memory store the Limiter owns.
@@ -143,7 +160,10 @@ type Limiter struct {
 	rstats      reconcileStats
 	spread      time.Duration
 	reconciling atomic.Bool
-	recMu       sync.Mutex // guards closed and recWG.Add
+	settle      time.Duration // Options.Settle; 0 when off
+	fellBack    atomic.Bool   // the fallback decided since the breaker last closed
+	settleUntil atomic.Int64  // Unix nanoseconds of l.now: the end of the settling
+	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
 	recWG       sync.WaitGroup
 	quit        chan struct{} // closed by Close
@@ -174,6 +194,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		now:      opts.Now,
 		workers:  newWorkers(maxWorkers),
 		spread:   cmp.Or(opts.ReconcileSpread, DefaultReconcileSpread),
+		settle:   max(0, cmp.Or(opts.Settle, DefaultSettle)),
 		quit:     make(chan struct{}),
 	}
 	if l.log == nil {
@@ -216,6 +237,9 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
+			if to == gobreaker.StateClosed && l.fellBack.Swap(false) && l.settle > 0 {
+				l.settleUntil.Store(l.now().Add(l.settle).UnixNano())
+			}
 		},
 		IsExcluded: func(err error) bool {
 			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
@@ -283,6 +307,15 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	if d, ok := l.fromDenyCache(reqs, start); ok {
 		return d, &receipt{}, nil
 	}
+	var shared *redlimit.Decision // what this node's shares admitted, while it settles
+	if !admit && start.UnixNano() < l.settleUntil.Load() {
+		if d, ok := l.fromShares(ctx, reqs); ok {
+			if !d.Allowed {
+				return d, &receipt{}, nil
+			}
+			shared = &d
+		}
+	}
 	c := storeCall{reqs: reqs}
 	var grant chan *redlimit.Grant
 	if admit {
@@ -309,6 +342,15 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
+	if shared != nil {
+		// The shares have admitted reqs already: their admission stands,
+		// as the fallback's, and is owed to the store.
+		l.fellBack.Store(true)
+		for _, r := range reqs {
+			l.owe(r.Key, r.Limit, r.Cost)
+		}
+		return *shared, &receipt{}, nil
+	}
 	return l.onFailure(ctx, reqs, err, admit)
 }
 
@@ -334,6 +376,39 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 		return d, true
 	}
 	return redlimit.Decision{}, false
+}
+
+// fromShares, while the Limiter settles (see Options.Settle) and other
+// nodes share the limits, takes reqs from this node's shares in the
+// fallback if they all fail local and carry no debit, and returns the
+// shares' decision, each result from the fallback (ok false: the store
+// decides alone). The store decides what the shares admit; what they
+// admitted stays taken, so that with the outage's admissions this node's
+// stay within its share until the settling ends.
+func (l *Limiter) fromShares(ctx context.Context, reqs []redlimit.Request) (d redlimit.Decision, ok bool) {
+	if l.nodes.Nodes() <= 1 {
+		return d, false // no other node's admissions for the store to miss
+	}
+	for _, r := range reqs {
+		if r.Limit.Failure != redlimit.FailLocal || r.Debit {
+			return d, false
+		}
+	}
+	ctx = policyContext(ctx)
+	local := make([]redlimit.Request, len(reqs))
+	for i, r := range reqs {
+		share := l.share(r.Limit)
+		l.startFrom(ctx, r.Key, r.Limit, share)
+		local[i] = redlimit.Request{Key: r.Key, Limit: share, Cost: r.Cost}
+	}
+	d, err := l.fallback.AllowAll(ctx, local)
+	if err != nil {
+		return d, false
+	}
+	for i := range d.Results {
+		d.Results[i].Source = redlimit.FromLocal
+	}
+	return d, true
 }
 
 // hasDebit reports whether one of reqs is a debit.
@@ -380,6 +455,7 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 	if len(local) == 0 {
 		return d, rc, nil
 	}
+	l.fellBack.Store(true)
 	var ld redlimit.Decision
 	var err error
 	if closed {

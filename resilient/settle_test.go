@@ -1,0 +1,103 @@
+package resilient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/resilient"
+)
+
+// switchable is a store that fails every call while down is set: one
+// node's way to a store that is failing for it and not for the others.
+type switchable struct {
+	redlimit.Limiter
+	down *atomic.Bool
+}
+
+var errDown = errors.New("switched off")
+
+func (s switchable) AllowN(ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+	if s.down.Load() {
+		return redlimit.Result{}, errDown
+	}
+	return s.Limiter.AllowN(ctx, key, l, n)
+}
+
+func (s switchable) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	if s.down.Load() {
+		return redlimit.Decision{}, errDown
+	}
+	return s.Limiter.AllowAll(ctx, reqs)
+}
+
+func (s switchable) Peek(ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+	if s.down.Load() {
+		return redlimit.Result{}, errDown
+	}
+	return s.Limiter.Peek(ctx, key, l, n)
+}
+
+// TestSettleKeepsNodesWithinTheirShares: two nodes share a limit of 100;
+// both fall back, A admits 10 by itself and B its whole share, 50; A is
+// back on Redis while B still falls back. Settling, A admits only the 40
+// left of its share: 100 in all. Without it, Redis (told A's 10, not yet
+// B's 50) gives A the 90 it has left: 150 in all, the window
+// docs/RELIABILITY.md describes.
+func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, c := range []struct {
+		name   string
+		settle time.Duration
+		wantA  int // what A admits on Redis once back
+	}{{"settling", time.Hour, 40}, {"off", -1, 90}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			lim := redlimit.PerHour(100).FixedWindow()
+			key := fmt.Sprint("k", rand.Uint64())
+			var downA, downB atomic.Bool
+			node := func(down *atomic.Bool) *resilient.Limiter {
+				return newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), down}, resilient.Options{
+					Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 50 * time.Millisecond, Settle: c.settle,
+					ReconcileSpread: -1, // charge at once
+				})
+			}
+			a, b := node(&downA), node(&downB)
+			downA.Store(true)
+			downB.Store(true)
+			admitLocally(t, a, key, lim, 10)
+			admitLocally(t, b, key, lim, 50)
+			if r, err := b.Allow(ctx, key, lim); err != nil || r.Allowed {
+				t.Fatalf("B beyond its share of 50: %+v, %v", r, err)
+			}
+			downA.Store(false)
+			backOnStore(t, a)
+			if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Pending == 0 }) {
+				t.Fatalf("A never charged its 10: %+v", a.Reconciliation())
+			}
+			admitted, fromStore := 0, 0
+			for range 120 {
+				r, err := a.Allow(ctx, key, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Allowed {
+					admitted++
+					if r.Source == redlimit.FromStore {
+						fromStore++
+					}
+				}
+			}
+			if admitted != c.wantA || fromStore != admitted {
+				t.Errorf("A admitted %d once back (%d by Redis), want %d, all by Redis", admitted, fromStore, c.wantA)
+			}
+		})
+	}
+}
