@@ -257,7 +257,9 @@ func outage(t *testing.T, spec outageSpec) {
 				}
 			case redlimit.FailLocal:
 				for i := range nodes {
-					if n := count(during, func(s sample) bool { return s.node == i && s.key == "hot" && s.source == redlimit.FromLocal && s.allowed }); n > share {
+					if n := count(during, func(s sample) bool {
+						return s.node == i && s.key == "hot" && s.source == redlimit.FromLocal && s.allowed
+					}); n > share {
 						t.Errorf("node %d: local fallback admitted %d of hot during the outage, above its share %d", i, n, share)
 					}
 				}
