@@ -128,12 +128,13 @@ const maxStoreAllocs = 8
 // answers, for a caller without a deadline (measured): the caller's
 // context with the budget's end (one; a context with a deadline of its
 // own was five), AllowN's one-request and one-result slices (two) and the
-// breaker's done function (one); and the store's channel for the answer
-// from the goroutine that made its call (one), which the store alone,
-// called without a context that can end, does not make. (Ten with the
-// hand-over to a worker, which the Limiter no longer makes for
-// redisstore's AllowN.)
-const maxWrapperAllocs = 5
+// breaker's done function (one); and the store's pending decision with
+// its channel for the answer from the goroutine that made its call (two),
+// which the store alone, called without a context that can end, takes
+// from a pool (a pending whose call field became a call's context is not
+// given back: see redisstore's batchRun.run). (Ten with the hand-over to a
+// worker, which the Limiter no longer makes for redisstore's AllowN.)
+const maxWrapperAllocs = 6
 
 // allocNoise is how far two allocation counts of the same path may differ
 // by chance. Under the race detector sync.Pool drops a quarter of what is
