@@ -101,3 +101,37 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleShareStandsWhenTheStoreFails: while a node settles, a
+// decision its share admitted and the store then failed stands as the
+// fallback's admission, owed to the store, and is taken from the share
+// once: the node's local admissions stay exactly its share.
+func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	lim := redlimit.PerHour(100).FixedWindow()
+	key := fmt.Sprint("k", rand.Uint64())
+	var down atomic.Bool
+	a := newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), &down}, resilient.Options{
+		Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 50 * time.Millisecond, Settle: time.Hour,
+		ReconcileSpread: time.Hour, // nothing charged in the background
+	})
+	down.Store(true)
+	admitLocally(t, a, key, lim, 10)
+	down.Store(false)
+	backOnStore(t, a) // settling from now on
+	down.Store(true)
+	r, err := a.Allow(ctx, key, lim)
+	if err != nil || !r.Allowed || r.Source != redlimit.FromLocal {
+		t.Fatalf("the share admitted, the store failed: %+v, %v; want the share's admission", r, err)
+	}
+	if rc := a.Reconciliation(); rc.Pending != 1 {
+		t.Errorf("reconciliation %+v: want the key owed", rc)
+	}
+	// The share of 50 has 39 left: 10 before, 1 above.
+	admitLocally(t, a, key, lim, 39)
+	if r, err := a.Allow(ctx, key, lim); err != nil || r.Allowed {
+		t.Errorf("beyond the share of 50: %+v, %v", r, err)
+	}
+}
