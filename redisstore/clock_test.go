@@ -21,12 +21,7 @@ func TestScriptTimeOutOfRange(t *testing.T) {
 	d := deployments[0]
 	s := d.store(t, redisstore.WithPrefix(prefix(t)))
 	ctx := context.Background()
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: d.addrs(t), DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	script := rueidis.NewLuaScript(redisstore.Script())
+	client, script := decisionScript(t, d)
 	limits := []redlimit.Limit{
 		redlimit.PerHour(3).FixedWindow(),
 		redlimit.PerHour(3).SlidingWindow(),
@@ -53,4 +48,17 @@ func TestScriptTimeOutOfRange(t *testing.T) {
 			}
 		}
 	}
+}
+
+// decisionScript returns a rueidis client of d's own, closed when t ends,
+// and the decision script, to run it with the arguments a Store gives it
+// (DecisionArgs).
+func decisionScript(t *testing.T, d deployment) (rueidis.Client, *rueidis.Lua) {
+	t.Helper()
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: d.addrs(t), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	return client, rueidis.NewLuaScript(redisstore.Script())
 }

@@ -484,12 +484,7 @@ func TestDebitFloodKeepsLogBounded(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			k := newDebitKeys(t, d, today)
 			ctx := context.Background()
-			client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: d.addrs(t), DisableCache: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(client.Close)
-			script := rueidis.NewLuaScript(redisstore.Script())
+			client, script := decisionScript(t, d)
 			l := redlimit.PerHour(count).SlidingLog()
 			req := []redlimit.Request{{Key: "k", Limit: l, Cost: 1, Debit: true}}
 			t0 := today.UnixMicro()
