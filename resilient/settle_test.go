@@ -115,23 +115,35 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	var down atomic.Bool
 	a := newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), &down}, resilient.Options{
 		Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 50 * time.Millisecond, Settle: time.Hour,
-		ReconcileSpread: time.Hour, // nothing charged in the background
+		ReconcileSpread: -1, // charged at once
 	})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 10)
 	down.Store(false)
 	backOnStore(t, a) // settling from now on
+	// The 10 charged before the store fails again: a charge cut off
+	// would be in doubt, and a store without DebitOnce gets it at most
+	// once.
+	if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Charged == 10 }) {
+		t.Fatalf("the 10 never charged: %+v", a.Reconciliation())
+	}
 	down.Store(true)
 	r, err := a.Allow(ctx, key, lim)
 	if err != nil || !r.Allowed || r.Source != redlimit.FromLocal {
 		t.Fatalf("the share admitted, the store failed: %+v, %v; want the share's admission", r, err)
 	}
-	if rc := a.Reconciliation(); rc.Pending != 1 {
-		t.Errorf("reconciliation %+v: want the key owed", rc)
-	}
 	// The share of 50 has 39 left: 10 before, 1 above.
 	admitLocally(t, a, key, lim, 39)
 	if r, err := a.Allow(ctx, key, lim); err != nil || r.Allowed {
 		t.Errorf("beyond the share of 50: %+v, %v", r, err)
+	}
+	// All 50 were owed, and are charged once the store is back.
+	down.Store(false)
+	backOnStore(t, a)
+	if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Pending == 0 }) {
+		t.Fatalf("still owed: %+v", a.Reconciliation())
+	}
+	if rc := a.Reconciliation(); rc.Charged != 50 {
+		t.Errorf("reconciliation %+v: want the 50 admitted locally charged", rc)
 	}
 }
