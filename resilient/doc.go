@@ -1,0 +1,31 @@
+// Package resilient wraps a store (normally redisstore's) so that its
+// failures neither fail the caller nor let clients flood: a [Limiter] is a
+// [redlimit.Limiter] in front of it.
+//
+//	l, err := resilient.New(store, resilient.Options{Nodes: registry})
+//	if err != nil {
+//		return err
+//	}
+//	defer l.Close()
+//	res, err := l.Allow(ctx, "ip:"+ip, redlimit.PerSecond(5)) // res.Source: who decided
+//
+// A decision takes the first of these paths that answers it:
+//
+//   - the deny cache: a key and limit the store denied with nothing left,
+//     until the store's retry-after ([redlimit.FromDenyCache]);
+//   - settling: for [Options.Settle] after an outage, a decision of limits
+//     that fail local must also fit this node's share, so that the nodes
+//     back first do not spend what the others admitted by themselves;
+//   - the store, within [Options.Timeout] (or the caller's deadline less a
+//     margin) and while the circuit breaker is closed;
+//   - each limit's failure policy, when the store failed or the breaker is
+//     open: [redlimit.FailLocal] (an in-process limiter with this node's
+//     share, starting from what the store last said), [redlimit.FailOpen]
+//     or [redlimit.FailClosed].
+//
+// What the local fallback admitted is owed to the store and charged to it
+// once it answers again ([Limiter.Reconciliation]). Every [redlimit.Result]
+// says which path decided it. docs/RELIABILITY.md gives the guarantees and
+// the fault tests' figures (a Redis killed, hung, a Cluster master failing
+// over).
+package resilient
