@@ -60,7 +60,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 	}{{"settling", time.Hour, 40}, {"off", -1, 90}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			lim := redlimit.PerHour(100).FixedWindow()
+			lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
 			key := fmt.Sprint("k", rand.Uint64())
 			var downA, downB atomic.Bool
 			node := func(down *atomic.Bool) *resilient.Limiter {
@@ -110,7 +110,7 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	lim := redlimit.PerHour(100).FixedWindow()
+	lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
 	a := newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), &down}, resilient.Options{
