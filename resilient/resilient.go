@@ -101,7 +101,8 @@ type Options struct {
 	// no wait.
 	ReconcileSpread time.Duration
 	// Settle is how long, after the store answers again following an
-	// outage in which this node decided by its local fallback, a decision
+	// outage this node saw (its breaker opened, or its fallback decided),
+	// a decision
 	// whose limits all fail local (and carry no debit) must also fit this
 	// node's local share before the store is asked (default
 	// [DefaultSettle]; negative: off). The nodes come back apart (on
@@ -161,7 +162,7 @@ type Limiter struct {
 	spread      time.Duration
 	reconciling atomic.Bool
 	settle      time.Duration // Options.Settle; 0 when off
-	fellBack    atomic.Bool   // the fallback decided since the breaker last closed
+	outage      atomic.Bool   // the breaker opened, or the fallback decided, since the breaker last closed
 	settleUntil atomic.Int64  // Unix nanoseconds of l.now: the end of the settling
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
@@ -237,7 +238,10 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
-			if to == gobreaker.StateClosed && l.fellBack.Swap(false) && l.settle > 0 {
+			switch {
+			case to == gobreaker.StateOpen:
+				l.outage.Store(true)
+			case to == gobreaker.StateClosed && l.outage.Swap(false) && l.settle > 0:
 				l.settleUntil.Store(l.now().Add(l.settle).UnixNano())
 			}
 		},
@@ -345,7 +349,7 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	if shared != nil {
 		// The shares have admitted reqs already: their admission stands,
 		// as the fallback's, and is owed to the store.
-		l.fellBack.Store(true)
+		l.outage.Store(true)
 		for _, r := range reqs {
 			l.owe(r.Key, r.Limit, r.Cost)
 		}
@@ -455,7 +459,7 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 	if len(local) == 0 {
 		return d, rc, nil
 	}
-	l.fellBack.Store(true)
+	l.outage.Store(true)
 	var ld redlimit.Decision
 	var err error
 	if closed {

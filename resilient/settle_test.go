@@ -159,16 +159,23 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 // still out decide by themselves, those back settle). However the
 // decisions fall, all the nodes together admit no more than the limit,
 // and the shares' rounding (one per node). A node that decides nothing by
-// itself during an outage does not settle: it never saw the store fail.
+// itself during an outage settles if its breaker opened (here, on a
+// fail_open call); one that made no call at all never saw the store fail.
 // The same runs with settling off tell how far above the limit they went
 // (logged, not asserted).
 func TestSettleBoundsRandomOutages(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
+	// Seeds 0 to 11, and 138, where a node that decided nothing by itself
+	// went above its share when only a local decision started the
+	// settling (150 seeds were tried then; this one failed).
+	seeds := []uint64{138}
+	for s := range uint64(12) {
+		seeds = append(seeds, s)
+	}
 	for _, settle := range []time.Duration{time.Hour, -1} {
 		worst := 0
-		for run := range 12 {
-			seed := uint64(run)
+		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("settle %v, seed %d", settle, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 0x5e771e))
 				n := 2 + rng.IntN(3)
@@ -214,6 +221,14 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 					downs[i].Store(true)
 				}
 				for i := range nodes {
+					if rng.IntN(4) == 0 {
+						// Nothing by itself: a fail_open call opens its
+						// breaker, and it settles all the same.
+						if r, err := nodes[i].Allow(context.Background(), "other", redlimit.PerHour(10).OnFailure(redlimit.FailOpen)); err != nil || r.Source != redlimit.FromFailOpen {
+							t.Fatalf("node %d, Redis down: %+v, %v", i, r, err)
+						}
+						continue
+					}
 					decide(i, 1+rng.IntN(int(lim.Count)/n+5))
 				}
 				for _, i := range rng.Perm(n) {
