@@ -100,9 +100,9 @@ type Options struct {
 	// first decision, for a store without an exactly-once debit). Negative:
 	// no wait.
 	ReconcileSpread time.Duration
-	// Settle is how long, after the store answers again following an
-	// outage this node saw (its breaker opened, or its fallback decided),
-	// a decision
+	// Settle is how long, after the last store failure of an outage this
+	// node saw (its breaker opened, or its fallback decided) and after its
+	// breaker closes again, a decision
 	// whose limits all fail local (and carry no debit) must also fit this
 	// node's local share before the store is asked (default
 	// [DefaultSettle]; negative: off). The nodes come back apart (on
@@ -346,6 +346,7 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
+	l.storeFailed()
 	if shared != nil {
 		// The shares have admitted reqs already: their admission stands,
 		// as the fallback's, and is owed to the store.
@@ -380,6 +381,24 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 		return d, true
 	}
 	return redlimit.Decision{}, false
+}
+
+// storeFailed records a store failure (or the open breaker's refusal): one
+// during an outage (the breaker not closed, or the Limiter settling after
+// one) moves the settling's end to Options.Settle from now, so that it
+// ends Settle after the outage's last failure, not after the breaker's
+// first close (on Redis Cluster the breaker may close on another master's
+// keys while the failing master's still fail). A failure outside an
+// outage starts no settling.
+func (l *Limiter) storeFailed() {
+	if l.settle == 0 {
+		return
+	}
+	now := l.now()
+	if now.UnixNano() < l.settleUntil.Load() || l.breaker.State() != gobreaker.StateClosed {
+		l.outage.Store(true)
+		l.settleUntil.Store(now.Add(l.settle).UnixNano())
+	}
 }
 
 // fromShares, while the Limiter settles (see Options.Settle) and other
@@ -538,6 +557,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
+	l.storeFailed()
 	switch limit.Failure {
 	case redlimit.FailOpen:
 		return redlimit.Result{Allowed: true, Limit: limit.Max(), Remaining: limit.Max(), Source: redlimit.FromFailOpen}, nil
