@@ -100,12 +100,12 @@ type Options struct {
 	// first decision, for a store without an exactly-once debit). Negative:
 	// no wait.
 	ReconcileSpread time.Duration
-	// Settle is how long, after the last store failure of an outage this
-	// node saw (its breaker opened, or its fallback decided) and after its
-	// breaker closes again, a decision
-	// whose limits all fail local (and carry no debit) must also fit this
-	// node's local share before the store is asked (default
-	// [DefaultSettle]; negative: off). The nodes come back apart (on
+	// Settle is how long after an outage this node saw (its breaker
+	// opened) a decision whose limits all fail local (and carry no debit)
+	// must also fit this node's local share before the store is asked
+	// (default [DefaultSettle]; negative: off): Settle after the later of
+	// the outage's last store failure and the breaker's close. The nodes
+	// come back apart (on
 	// Redis Cluster, up to a second or two after a failover), and the
 	// store learns what another node admitted by itself only when that
 	// node is back: meanwhile, without it, the store would give the nodes
@@ -162,7 +162,7 @@ type Limiter struct {
 	spread      time.Duration
 	reconciling atomic.Bool
 	settle      time.Duration // Options.Settle; 0 when off
-	outage      atomic.Bool   // the breaker opened, or the fallback decided, since the breaker last closed
+	outage      atomic.Bool   // the breaker opened since it last closed
 	settleUntil atomic.Int64  // Unix nanoseconds of l.now: the end of the settling
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
@@ -350,7 +350,6 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	if shared != nil {
 		// The shares have admitted reqs already: their admission stands,
 		// as the fallback's, and is owed to the store.
-		l.outage.Store(true)
 		for _, r := range reqs {
 			l.owe(r.Key, r.Limit, r.Cost)
 		}
@@ -478,7 +477,6 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 	if len(local) == 0 {
 		return d, rc, nil
 	}
-	l.outage.Store(true)
 	var ld redlimit.Decision
 	var err error
 	if closed {
