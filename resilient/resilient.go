@@ -312,7 +312,12 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 		return d, &receipt{}, nil
 	}
 	var shared *redlimit.Decision // what this node's shares admitted, while it settles
-	if !admit && start.UnixNano() < l.settleUntil.Load() {
+	// Only with the breaker closed: while it is not, every decision goes
+	// to ask, whose refusals the failure policies answer as before, and one
+	// of which is the half-open breaker's probe (a share that denies
+	// without asking would leave a node whose traffic has spent its shares
+	// with no probe, and so on its fallback).
+	if !admit && start.UnixNano() < l.settleUntil.Load() && l.breaker.State() == gobreaker.StateClosed {
 		if d, ok := l.fromShares(ctx, reqs); ok {
 			if !d.Allowed {
 				return d, &receipt{}, nil

@@ -248,3 +248,34 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 		t.Logf("settle %v: worst run %d above the limit", settle, worst)
 	}
 }
+
+// TestSettleLeavesTheProbe: a node whose only key has spent its share
+// during the outage still probes the store and closes its breaker: while
+// the breaker is not closed, its decisions go to the store (one is the
+// probe) and then to the failure policy, not to the share alone, which
+// would ask nothing until the settling ended (Settle after the last
+// failure: here an hour).
+func TestSettleLeavesTheProbe(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	lim := redlimit.PerHour(100).SlidingLog()
+	key := fmt.Sprint("k", rand.Uint64())
+	var down atomic.Bool
+	a := newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), &down}, resilient.Options{
+		Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 20 * time.Millisecond, Settle: time.Hour,
+		ReconcileSpread: -1,
+	})
+	down.Store(true)
+	admitLocally(t, a, key, lim, 50)
+	down.Store(false)
+	// Only key is decided, and its share denies: the probe must still go.
+	if !waitFor(5*time.Second, func() bool {
+		if _, err := a.Allow(ctx, key, lim); err != nil {
+			t.Fatal(err)
+		}
+		return a.BreakerState() == "closed"
+	}) {
+		t.Fatalf("the breaker never closed: %s", a.BreakerState())
+	}
+}
