@@ -126,6 +126,14 @@ type pending struct {
 // decisions: two allocations a decision fewer.
 var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
+// answered returns p's outcome, once its call has sent on done (which it
+// does last: the call is done with p), and gives p back to pendings.
+func (p *pending) answered() outcome {
+	o := p.out
+	release(p)
+	return o
+}
+
 // release gives p back to pendings if it came from there. Only once no
 // one holds p: its caller has the answer from done (or decided it itself)
 // and it is in no queue and no call.
@@ -279,16 +287,11 @@ func (b *batcher) decide(p *pending) outcome {
 		// Nothing ends the wait but the answer (context.Background): a
 		// receive costs less than a select.
 		<-p.done
-		o := p.out
-		release(p)
-		return o
+		return p.answered()
 	}
 	select {
 	case <-p.done:
-		// The call that answered is done with p (it sends on done last).
-		o := p.out
-		release(p)
-		return o
+		return p.answered()
 	case <-ctx.Done():
 	case <-ended:
 	}

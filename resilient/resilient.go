@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -242,7 +243,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			case to == gobreaker.StateOpen:
 				l.outage.Store(true)
 			case to == gobreaker.StateClosed && l.outage.Swap(false) && l.settle > 0:
-				l.settleUntil.Store(l.now().Add(l.settle).UnixNano())
+				l.settleUntil.Store(l.settleEnd(l.now()))
 			}
 		},
 		IsExcluded: func(err error) bool {
@@ -400,9 +401,19 @@ func (l *Limiter) storeFailed() {
 	}
 	now := l.now()
 	if now.UnixNano() < l.settleUntil.Load() || l.breaker.State() != gobreaker.StateClosed {
-		l.outage.Store(true)
-		l.settleUntil.Store(now.Add(l.settle).UnixNano())
+		l.settleUntil.Store(l.settleEnd(now))
 	}
+}
+
+// settleEnd returns when a settling that starts at now ends, in Unix
+// nanoseconds: Options.Settle later, or never for a Settle that would pass
+// the largest instant (time.Time.UnixNano wraps around there).
+func (l *Limiter) settleEnd(now time.Time) int64 {
+	n := now.UnixNano()
+	if int64(l.settle) > math.MaxInt64-n {
+		return math.MaxInt64
+	}
+	return n + int64(l.settle)
 }
 
 // fromShares, while the Limiter settles (see Options.Settle) and other
@@ -424,9 +435,7 @@ func (l *Limiter) fromShares(ctx context.Context, reqs []redlimit.Request) (d re
 	ctx = policyContext(ctx)
 	local := make([]redlimit.Request, len(reqs))
 	for i, r := range reqs {
-		share := l.share(r.Limit)
-		l.startFrom(ctx, r.Key, r.Limit, share)
-		local[i] = redlimit.Request{Key: r.Key, Limit: share, Cost: r.Cost}
+		local[i] = l.onShare(ctx, r)
 	}
 	d, err := l.fallback.AllowAll(ctx, local)
 	if err != nil {
@@ -469,9 +478,7 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 			d.Results[i] = redlimit.Result{Limit: r.Limit.Max(), RetryAfter: l.coolDown, Source: redlimit.FromFailClosed}
 			closed = true
 		default:
-			share := l.share(r.Limit)
-			l.startFrom(ctx, r.Key, r.Limit, share)
-			local = append(local, redlimit.Request{Key: r.Key, Limit: share, Cost: r.Cost, Debit: r.Debit})
+			local = append(local, l.onShare(ctx, r))
 			localAt = append(localAt, i)
 		}
 	}
@@ -526,6 +533,15 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 		d.Results[i] = r
 	}
 	return d, rc, nil
+}
+
+// onShare returns r as the fallback decides it: under this node's share
+// of its limit, the local state brought down to what the store last said.
+func (l *Limiter) onShare(ctx context.Context, r redlimit.Request) redlimit.Request {
+	share := l.share(r.Limit)
+	l.startFrom(ctx, r.Key, r.Limit, share)
+	r.Limit = share
+	return r
 }
 
 // startFrom brings the local state of key under share, this node's share

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -45,6 +46,20 @@ func (s switchable) Peek(ctx context.Context, key string, l redlimit.Limit, n in
 	return s.Limiter.Peek(ctx, key, l, n)
 }
 
+// settlingNode returns a node on srv's Redis, under prefix (nil: a prefix
+// of its own), whose store fails while down is set, with opts and what
+// every settle test wants besides: the breaker open at the first failure
+// and probing again after 20 ms, and charges sent at once.
+func settlingNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option, down *atomic.Bool, opts resilient.Options) *resilient.Limiter {
+	t.Helper()
+	var popts []redisstore.Option
+	if prefix != nil {
+		popts = append(popts, prefix)
+	}
+	opts.FailureThreshold, opts.CoolDown, opts.ReconcileSpread = 1, 20*time.Millisecond, -1
+	return newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}, popts...), down}, opts)
+}
+
 // TestSettleKeepsNodesWithinTheirShares: two nodes share a limit of 100;
 // both fall back, A admits 10 by itself and B its whole share, 50; A is
 // back on Redis while B still falls back. Settling, A admits only the 40
@@ -58,7 +73,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 		name   string
 		settle time.Duration
 		wantA  int // what A admits on Redis once back
-	}{{"settling", time.Hour, 40}, {"off", -1, 90}} {
+	}{{"settling", time.Hour, 40}, {"settling for ever", math.MaxInt64, 40}, {"off", -1, 90}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
@@ -66,10 +81,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 			var downA, downB atomic.Bool
 			prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for both nodes
 			node := func(down *atomic.Bool) *resilient.Limiter {
-				return newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}, prefix), down}, resilient.Options{
-					Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 50 * time.Millisecond, Settle: c.settle,
-					ReconcileSpread: -1, // charge at once
-				})
+				return settlingNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Settle: c.settle})
 			}
 			a, b := node(&downA), node(&downB)
 			downA.Store(true)
@@ -115,10 +127,7 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), &down}, resilient.Options{
-		Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 50 * time.Millisecond, Settle: time.Hour,
-		ReconcileSpread: -1, // charged at once
-	})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Settle: time.Hour})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 10)
 	down.Store(false)
@@ -196,10 +205,7 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 				prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for all nodes
 				for i := range nodes {
 					downs[i] = new(atomic.Bool)
-					nodes[i] = newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}, prefix), downs[i]}, resilient.Options{
-						Nodes: fixedNodes(n), FailureThreshold: 1, CoolDown: 20 * time.Millisecond, Settle: settle,
-						ReconcileSpread: -1, DenyCacheSize: -1,
-					})
+					nodes[i] = settlingNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), Settle: settle, DenyCacheSize: -1})
 				}
 				admitted := 0
 				decide := func(i, tries int) {
@@ -262,10 +268,7 @@ func TestSettleLeavesTheProbe(t *testing.T) {
 	lim := redlimit.PerHour(100).SlidingLog()
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}), &down}, resilient.Options{
-		Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 20 * time.Millisecond, Settle: time.Hour,
-		ReconcileSpread: -1,
-	})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Settle: time.Hour})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 50)
 	down.Store(false)
