@@ -527,19 +527,22 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 // pernode.go). The error is the call's; the outs are then untouched.
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
 	// The limits of the decisions of one limit, each sent once (the
-	// batch's decisions mostly share a few), and a byte per decision.
+	// batch's decisions mostly share a few), and two bytes per entry: a
+	// decision of several limits, or a run of identical decisions of one
+	// limit (one key, one limit, one cost, allow or peek), its byte and
+	// how many.
 	var buf [8]batchLimit
 	specs := buf[:0]
 	nkeys, nvals := 0, 0
-	var dec strings.Builder // one byte per decision: one allocation
-	dec.Grow(len(batch))
-	for _, p := range batch {
+	var decBuf [2 * maxBatch]byte
+	dec := decBuf[:0]
+	last := -1 // the limit of the entry being written, if of one limit
+	for i, p := range batch {
 		if p.reqs != nil {
-			dec.WriteByte(batchSeveral)
-			nkeys, nvals = nkeys+len(p.reqs), nvals+1+7*len(p.reqs)
+			dec = append(dec, batchSeveral, 1)
+			nkeys, nvals, last = nkeys+len(p.reqs), nvals+1+7*len(p.reqs), -1
 			continue
 		}
-		nkeys++
 		l := p.req.Limit
 		x := batchLimit{op: "a", alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cost: p.req.Cost}
 		if l.Algorithm == redlimit.TokenBucket {
@@ -558,19 +561,28 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 			}
 			specs = append(specs, x)
 		}
-		dec.WriteByte(byte(batchFirstLimit + k))
+		if k == last && batch[i-1].key == p.key {
+			dec[len(dec)-1]++ // the run's count: at most maxBatch
+			continue
+		}
+		dec = append(dec, byte(batchFirstLimit+k), 1)
+		nkeys, last = nkeys+1, k
 	}
+	entries := len(dec) / 2
 	keys := make([]string, 0, nkeys)
 	args := make([]string, 6, 6+5*len(specs)+nvals+nkeys)
-	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(len(batch)), at, s.margin, dec.String(), strconv.Itoa(len(specs))
+	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(entries), at, s.margin, string(dec), strconv.Itoa(len(specs))
 	for _, x := range specs {
 		args = append(args, x.op, strconv.Itoa(int(x.alg)), strconv.FormatInt(x.window, 10), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
 	}
-	for _, p := range batch {
+	for e, i := 0, 0; e < entries; e++ {
+		p := batch[i]
 		if p.reqs == nil {
 			keys = append(keys, p.key)
+			i += int(dec[2*e+1])
 			continue
 		}
+		i++
 		args = append(args, strconv.Itoa(len(p.reqs)))
 		for i, r := range p.reqs {
 			kind := "0"
@@ -593,42 +605,64 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 	if err != nil {
 		return fmt.Errorf("redisstore: batch of %d: %w", len(batch), err)
 	}
-	// A decision of one limit answers two values allowed, three denied
-	// (see lua/batch.lua): the reply's length is known once read.
-	n := 1
-	for _, p := range batch {
-		switch {
-		case p.reqs != nil:
-			n += 4 * len(p.reqs)
-		case n < len(reply) && reply[n] >= 0:
-			n += 2
-		default:
-			n += 3
-		}
-	}
-	if n != len(reply) {
+	if len(reply) == 0 || !batchReply(batch, dec, reply[0], reply[1:]) {
 		return fmt.Errorf("redisstore: %w: %d values for a batch of %d limits", redlimit.ErrBadReply, len(reply), nkeys)
 	}
-	v := reply[1:]
-	for _, p := range batch {
-		p.out = outcome{at: reply[0]}
-		if p.reqs == nil {
-			if v[0] >= 0 {
-				p.out.res = resultOf(p.req, true, v[0], 0, v[1])
-				v = v[2:]
-			} else {
-				p.out.res = resultOf(p.req, false, -1-v[0], v[1], v[2])
-				v = v[3:]
+	return nil
+}
+
+// batchReply fills the outs of batch, sent as the entries dec (see
+// decideBatch), from the batch script's reply (see lua/batch.lua), now
+// and v, and reports whether v was such a reply, each value where it is
+// expected, and no more.
+func batchReply(batch []*pending, dec []byte, now int64, v []int64) bool {
+	for e, i := 0, 0; e < len(dec)/2; e++ {
+		p := batch[i]
+		if p.reqs != nil {
+			i++
+			if len(v) < 4*len(p.reqs) {
+				return false
+			}
+			p.out = outcome{at: now, results: make([]redlimit.Result, len(p.reqs))}
+			for j, r := range p.reqs {
+				p.out.results[j] = result(r, v[:4])
+				v = v[4:]
 			}
 			continue
 		}
-		p.out.results = make([]redlimit.Result, len(p.reqs))
-		for i, r := range p.reqs {
-			p.out.results[i] = result(r, v[:4])
-			v = v[4:]
+		// A decision of one limit answers two values allowed, three
+		// denied; a run of m, its segments.
+		m := int(dec[2*e+1])
+		switch {
+		case m == 1 && len(v) >= 2 && v[0] >= 0:
+			p.out = outcome{at: now, res: resultOf(p.req, true, v[0], 0, v[1])}
+			v = v[2:]
+		case m == 1 && len(v) >= 3:
+			p.out = outcome{at: now, res: resultOf(p.req, false, -1-v[0], v[1], v[2])}
+			v = v[3:]
+		case m == 1:
+			return false
 		}
+		for j := i; m > 1 && j < i+m; {
+			switch c := int64(i + m - j); {
+			case len(v) >= 5 && v[0] > 0 && v[0] <= c:
+				for k := range v[0] {
+					batch[j].out = outcome{at: now, res: resultOf(batch[j].req, true, v[1]+k*v[3], 0, v[2]+k*v[4])}
+					j++
+				}
+				v = v[5:]
+			case len(v) >= 4 && v[0] == -c:
+				for ; j < i+m; j++ {
+					batch[j].out = outcome{at: now, res: resultOf(batch[j].req, false, v[1], v[2], v[3])}
+				}
+				v = v[4:]
+			default:
+				return false
+			}
+		}
+		i += m
 	}
-	return nil
+	return len(v) == 0
 }
 
 // batchLimit is a limit of the batch script's decisions of one limit, as

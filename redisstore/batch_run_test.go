@@ -52,6 +52,7 @@ func TestBatchRunsMatchCallsOneByOne(t *testing.T) {
 				}
 				n := 1 + rng.IntN(12)
 				reqs := make([]redlimit.Request, 0, n)
+				var peek []bool
 				for len(reqs) < n {
 					l := bases[rng.IntN(len(bases))]
 					key := keys[rng.IntN(len(keys))]
@@ -64,12 +65,16 @@ func TestBatchRunsMatchCallsOneByOne(t *testing.T) {
 								v.Burst = 1 + rng.Int64N(2*l.Burst)
 							}
 						}
-						reqs = append(reqs, redlimit.Request{Key: key, Limit: v, Cost: 1 + rng.Int64N(v.Count+1)})
+						// Identical requests, one after another, are one
+						// entry of the batch script, answered in segments.
+						r, p, same := redlimit.Request{Key: key, Limit: v, Cost: 1 + rng.Int64N(v.Count+1)}, rng.IntN(5) == 0, 1
+						if rng.IntN(3) == 0 {
+							same = 2 + rng.IntN(8)
+						}
+						for range same {
+							reqs, peek = append(reqs, r), append(peek, p)
+						}
 					}
-				}
-				peek := make([]bool, len(reqs))
-				for i := range peek {
-					peek[i] = rng.IntN(5) == 0
 				}
 				got, err := batched.DecideBatch(ctx, reqs, peek)
 				if err != nil {

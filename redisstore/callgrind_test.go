@@ -165,6 +165,28 @@ func TestCallgrindCost(t *testing.T) {
 		})
 	}
 
+	// A hot key far below its limit: a run of 64 allowed decisions on one
+	// key, per algorithm (the batch script reads and writes it once).
+	for _, l := range []redlimit.Limit{
+		redlimit.PerMinute(1_000_000_000).FixedWindow(),
+		redlimit.PerMinute(1_000_000_000).SlidingWindow(),
+		redlimit.PerMinute(1_000_000_000).TokenBucket(1_000_000_000),
+		redlimit.Per(redlimit.MaxLogCount, 100*time.Millisecond).SlidingLog(),
+	} {
+		name := l.Algorithm.String()
+		for j := range reqs {
+			reqs[j] = redlimit.Request{Key: "hot" + name, Limit: l, Cost: 1}
+		}
+		for _, size := range []int{2, 16, 64} {
+			measure(name+" allowed, cost 1, a run of "+strconv.Itoa(size)+" on one key", keys/batch, size, func(i int) {
+				res, err := single.DecideBatch(ctx, reqs[:size], nil)
+				if err != nil || !res[0].Allowed || !res[size-1].Allowed {
+					t.Fatalf("%+v, %v", res, err)
+				}
+			})
+		}
+	}
+
 	// The other algorithms, one call each, for comparison.
 	for _, l := range []redlimit.Limit{
 		redlimit.PerMinute(1000).FixedWindow(),

@@ -10,27 +10,31 @@
 -- order (a key may repeat). With allow-cross-slot-keys (the batch of a
 -- Cluster node, whose keys span several slots), KEYS[1] is only checked by
 -- Redis before the script runs, and the keys are in ARGV, see below.
--- ARGV[1]: the number of decisions, d.
+-- ARGV[1]: the number of entries, d: a decision of several limits, or a
+-- run of m identical decisions of one limit (one key, one limit, one cost,
+-- allow or peek, consecutive in the batch's order).
 -- ARGV[4]: '' when the keys are KEYS; otherwise the index in ARGV after
 -- which they are, in the same order.
--- ARGV[5]: the decisions, one byte each, in order: '0' for one of several
--- limits (AllowAll), otherwise 64 + the number of its limit, one of the s
--- limits given once for the batch, which decisions share (the arguments
--- of a decision cost Redis about a thousand instructions each).
+-- ARGV[5]: the entries, two bytes each, in order: '0' for a decision of
+-- several limits (AllowAll), otherwise 64 + the number of its limit, one
+-- of the s limits given once for the batch, which decisions share (the
+-- arguments of a decision cost Redis about a thousand instructions each);
+-- then the entry's m (1 for several limits), at most 64.
 -- ARGV[6]: s. From ARGV[7], each limit: 'a' (allow) or 'p' (peek),
 -- algorithm (1 fixed_window, 2 sliding_log, 3 sliding_window,
 -- 4 token_bucket), window µs (token bucket: emission interval µs), count
 -- (token bucket: burst), cost.
 -- Then each decision of several limits, in order: the number of limits n,
 -- then decide.lua's seven values per limit.
--- Keys: one per decision of one limit, n per decision of several.
--- Reply: { now, then per decision, in order: of one limit, allowed, its
--- remaining and reset-after µs, or denied, -1 - remaining (remaining is
--- never negative), retry-after µs (-1 for never) and reset-after µs (an
--- allowed decision's retry-after is 0: each value of a reply costs Redis
--- about 500 instructions); of several limits, per limit, allowed (1/0),
--- remaining, retry-after and reset-after: the replies of the scripts
--- alone, without their now. }
+-- Keys: one per entry of one limit, n per decision of several.
+-- Reply: { now, then per entry, in order: of one decision of one limit,
+-- allowed, its remaining and reset-after µs, or denied, -1 - remaining
+-- (remaining is never negative), retry-after µs (-1 for never) and
+-- reset-after µs (an allowed decision's retry-after is 0: each value of a
+-- reply costs Redis about 500 instructions); of a run of m > 1, segments
+-- covering its m decisions in order (see put_run); of several limits, per
+-- limit, allowed (1/0), remaining, retry-after and reset-after: the
+-- replies of the scripts alone, without their now. }
 --
 -- Keys in ARGV are keys Redis did not check before the script ran, and a
 -- script that fails halfway keeps what it wrote: so before anything else,
@@ -58,15 +62,17 @@ for l = 1, ns do
   sallow[l], salg[l], sW[l], sL[l], sn[l], scost[l] = ARGV[j] == 'a', a, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 4] + 0, ARGV[j + 4]
 end
 
--- dec[i] is decision i's limit, or SEVERAL; kat[i] is the index in keys of
--- its first key, at[i] that in ARGV of its number of limits (several).
+-- dec[i] is entry i's limit, or SEVERAL, and rep[i] its m; kat[i] is the
+-- index in keys of its first key, at[i] that in ARGV of its number of
+-- limits (several).
 local SEVERAL = 48 - 64
-local dec = { string.byte(ARGV[5], 1, d) }
+local raw = { string.byte(ARGV[5], 1, 2 * d) }
+local dec, rep = {}, {}
 local at, kat = {}, {}
 local j, k = 7 + 5 * ns, kfirst + 1
 for i = 1, d do
-  local b = dec[i] - 64
-  dec[i], kat[i] = b, k
+  local b = raw[2 * i - 1] - 64
+  dec[i], rep[i], kat[i] = b, raw[2 * i], k
   if b == SEVERAL then
     at[i] = j
     local n = tonumber(ARGV[j])
@@ -93,8 +99,9 @@ if kfirst > 0 then
 end
 
 -- A run of consecutive decisions on one key (the store puts them
--- together, in arrival order: decisions on different keys commute) is
--- decided on the state read once and written once, with what the calls of
+-- together, in arrival order: decisions on different keys commute; an
+-- entry of m is m of them) is decided on the state read once and written
+-- once, with what the calls of
 -- <algorithm>_one one after another would have written: the window
 -- algorithms' hash gets one HINCRBY of the run's admitted cost, with the
 -- retirement and TTL of the first admission that made a new window; the
@@ -115,52 +122,106 @@ local function put(ok, rem, retry, reset)
   end
 end
 
--- run_windows decides decisions i..e on the window hash key with check
+-- The replies of an entry of m > 1 identical decisions go in segments,
+-- each covering the next c of its decisions, in order:
+--   c, remaining, reset-after, and the steps of both from one decision
+--   to the next: c allowed decisions, the j-th (from 0) with remaining +
+--   j * step and reset-after + j * step;
+--   -c, remaining, retry-after, reset-after: c denied decisions, the same.
+-- A hot key's decisions then cost Redis a segment's values, not two or
+-- three each, and the decision of two costs, not one per decision:
+--
+-- run_entry decides entry k's m decisions with try(l, n), which decides a
+-- request of limit l and cost n on the run's state as read and changed so
+-- far (allowed, remaining, retry-after, reset-after, then what commit
+-- needs), and commit(l, n, reset, ...), which changes that state as an
+-- admission of it does. It relies on what every algorithm's check does at
+-- one instant: a request that is denied, or a peek, changes nothing, so
+-- the decisions after it are decided the same; and admitting costs a and
+-- then b leaves the state that admitting a + b at once does, the second
+-- admitted exactly when a + b would be, with what a + b answers. So once
+-- the first is admitted, the other m - 1 are all admitted if they would
+-- be as one (the last answers what the one does), each taking its cost
+-- from the remaining and moving the reset-after by the same step (a token
+-- bucket's, by its cost's emission; the others' not at all). Otherwise
+-- they are decided one by one, each allowed decision a segment of its own
+-- (a key at its limit: a few are admitted, then one denial answers the
+-- rest).
+local function run_entry(k, try, commit)
+  local l = dec[k]
+  local n, m, allow = sn[l], rep[k], sallow[l]
+  local ok, rem, retry, reset, x, y, z = try(l, n)
+  if ok and allow then commit(l, n, reset, x, y, z) end
+  if m == 1 then
+    put(ok, rem, retry, reset)
+    return
+  end
+  if ok and allow then
+    local rest = (m - 1) * n
+    local ok2, rem2, _, reset2, x2, y2, z2 = try(l, rest)
+    if ok2 then
+      commit(l, rest, reset2, x2, y2, z2)
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = m, rem, reset, (rem2 - rem) / (m - 1), (reset2 - reset) / (m - 1)
+      o = o + 5
+      return
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, 0
+    o = o + 5
+    for j = 2, m do
+      ok, rem, retry, reset, x, y, z = try(l, n)
+      if not ok then
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = j - 1 - m, rem, retry, reset
+        o = o + 4
+        return
+      end
+      commit(l, n, reset, x, y, z)
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, 0
+      o = o + 5
+    end
+  elseif ok then
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = m, rem, reset, 0, 0
+    o = o + 5
+  else
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -m, rem, retry, reset
+    o = o + 4
+  end
+end
+
+-- run_windows decides entries i..e on the window hash key with check
 -- (fixed_window_check or sliding_window_check) and span.
 local function run_windows(key, i, e, check, span)
   local lw, lc, pc, h = windows_read(key)
   local w0, add, ttl = lw, 0, nil
-  for k = i, e do
-    local l = dec[k]
-    local n = sn[l]
-    local ok, rem, retry, reset, w, c, p = check(now, sW[l], sL[l], n, lw, lc, pc)
-    if ok and sallow[l] then
-      if w ~= lw then ttl = reset end
-      lw, lc, add = w, c, add + n
-      if p ~= nil then pc = p end
-    end
-    put(ok, rem, retry, reset)
+  local function try(l, n) return check(now, sW[l], sL[l], n, lw, lc, pc) end
+  local function commit(l, n, reset, w, c, p)
+    if w ~= lw then ttl = reset end
+    lw, lc, add = w, c, add + n
+    if p ~= nil then pc = p end
   end
+  for k = i, e do run_entry(k, try, commit) end
   if add == 0 then return end
   if lw ~= w0 then windows_retire(key, h, lw - span + 1) end
   redis.call('HINCRBY', key, str(lw), add)
   if ttl ~= nil then redis.call('PEXPIRE', key, ms(ttl)) end
 end
 
--- run_bucket decides decisions i..e on the token bucket key.
+-- run_bucket decides entries i..e on the token bucket key.
 local function run_bucket(key, i, e)
   local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
   local ttl
-  for k = i, e do
-    local l = dec[k]
-    local ok, rem, retry, reset, t = token_bucket_check(now, sW[l], sL[l], sn[l], tat)
-    if ok and sallow[l] then tat, ttl = t, reset end
-    put(ok, rem, retry, reset)
-  end
+  local function try(l, n) return token_bucket_check(now, sW[l], sL[l], n, tat) end
+  local function commit(l, n, reset, t) tat, ttl = t, reset end
+  for k = i, e do run_entry(k, try, commit) end
   if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
 end
 
--- run_log decides decisions i..e on the sliding log key, whose period is W.
+-- run_log decides entries i..e on the sliding log key, whose period is W.
 local function run_log(key, i, e, W)
   local t, c, newest, top, total, base = log_read(key, now, W)
   local stored, last, add, lim, seen = c, newest, 0, nil, {}
-  for k = i, e do
-    local l = dec[k]
-    local n, L = sn[l], sL[l]
-    local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, last, base, stored, seen)
-    if ok and sallow[l] then c, last, add, lim = c + n, t, add + n, L end
-    put(ok, rem, retry, reset)
-  end
+  local function try(l, n) return sliding_log_check(key, now, W, sL[l], n, t, c, last, base, stored, seen) end
+  local function commit(l, n) c, last, add, lim = c + n, t, add + n, sL[l] end
+  for k = i, e do run_entry(k, try, commit) end
   if add > 0 then log_append(key, W, lim, total, newest, top, t, add) end
 end
 
@@ -175,13 +236,14 @@ while i <= d do
     local key, alg = keys[kat[i]], salg[l]
     local e = i
     while e < d and dec[e + 1] ~= SEVERAL and keys[kat[e + 1]] == key and salg[dec[e + 1]] == alg do e = e + 1 end
-    if e > i and alg == '1' then
+    local run = e > i or rep[i] > 1
+    if run and alg == '1' then
       run_windows(key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
-    elseif e > i and alg == '3' then
+    elseif run and alg == '3' then
       run_windows(key, i, e, sliding_window_check, SLIDING_WINDOW_SPAN)
-    elseif e > i and alg == '4' then
+    elseif run and alg == '4' then
       run_bucket(key, i, e)
-    elseif e > i and alg == '2' then
+    elseif run and alg == '2' then
       run_log(key, i, e, sW[l])
     else
       local one = decide[alg]
