@@ -524,7 +524,9 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 // "", the call goes through the client, routed by its keys (KEYS), which
 // must share one slot on Cluster; otherwise it goes to the Cluster node
 // node with the keys in ARGV and the allow-cross-slot-keys flag (see
-// pernode.go). The error is the call's; the outs are then untouched.
+// pernode.go). The error is the call's, or ErrBadReply for a reply that
+// is not one for this batch (which may have filled some outs: the caller
+// gives each the error, setErr).
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
 	// The limits of the decisions of one limit, each sent once (the
 	// batch's decisions mostly share a few), and two bytes per entry: a
@@ -561,8 +563,8 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 			}
 			specs = append(specs, x)
 		}
-		if k == last && batch[i-1].key == p.key {
-			dec[len(dec)-1]++ // the run's count: at most maxBatch
+		if k == last && batch[i-1].key == p.key && dec[len(dec)-1] < maxBatch {
+			dec[len(dec)-1]++
 			continue
 		}
 		dec = append(dec, byte(batchFirstLimit+k), 1)
@@ -606,7 +608,7 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 		return fmt.Errorf("redisstore: batch of %d: %w", len(batch), err)
 	}
 	if len(reply) == 0 || !batchReply(batch, dec, reply[0], reply[1:]) {
-		return fmt.Errorf("redisstore: %w: %d values for a batch of %d limits", redlimit.ErrBadReply, len(reply), nkeys)
+		return fmt.Errorf("redisstore: %w: %d values for a batch of %d decisions", redlimit.ErrBadReply, len(reply), len(batch))
 	}
 	return nil
 }

@@ -196,8 +196,14 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 					}
 					l := bases[rng.IntN(len(bases))]
 					for range 1 + rng.IntN(3) {
-						ds = append(ds, []redlimit.Request{{Key: key, Limit: l, Cost: 1 + rng.Int64N(l.Count)}})
-						peek = append(peek, rng.IntN(5) == 0)
+						// Sometimes identical ones: an entry of the script.
+						r, p, same := redlimit.Request{Key: key, Limit: l, Cost: 1 + rng.Int64N(l.Count)}, rng.IntN(5) == 0, 1
+						if rng.IntN(3) == 0 {
+							same = 2 + rng.IntN(6)
+						}
+						for range same {
+							ds, peek = append(ds, []redlimit.Request{r}), append(peek, p)
+						}
 					}
 				}
 				got, err := batched.DecideMixedBatch(ctx, ds, peek, true)
@@ -268,4 +274,39 @@ func memoryOn(t *testing.T, now func() time.Time) *memory.Store {
 	}
 	t.Cleanup(func() { mem.Close() })
 	return mem
+}
+
+// TestBatchRunLongerThanAnEntry decides 300 identical requests in one run
+// of the batch script, more than one entry of it holds (its count is a
+// byte, at most 64: the batcher never sends more), for each algorithm:
+// they must be answered as one by one, the first admitted down to the
+// limit, the others denied.
+func TestBatchRunLongerThanAnEntry(t *testing.T) {
+	clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
+	batched, alone := batchedAndAlone(t, deployments[0], clock)
+	ctx := context.Background()
+	for _, l := range []redlimit.Limit{
+		redlimit.PerMinute(250).FixedWindow(),
+		redlimit.PerMinute(250).SlidingLog(),
+		redlimit.PerMinute(250).SlidingWindow(),
+		redlimit.PerMinute(250).TokenBucket(250),
+	} {
+		reqs := make([]redlimit.Request, 300)
+		for i := range reqs {
+			reqs[i] = redlimit.Request{Key: "long", Limit: l, Cost: 1}
+		}
+		got, err := batched.DecideBatch(ctx, reqs, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		for i, r := range reqs {
+			want, err := alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[i] != want || want.Allowed != (i < 250) {
+				t.Fatalf("%s, decision %d: batch %+v, one by one %+v", l, i, got[i], want)
+			}
+		}
+	}
 }

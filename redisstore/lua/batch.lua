@@ -6,8 +6,9 @@
 -- they all reached Redis within that microsecond, in this order: the
 -- script runs atomically. Joined after the prelude, every algorithm's
 -- files, every single_<algorithm>.lua, debit.lua and several.lua.
--- KEYS: on a standalone server or a Cluster slot, the decisions' keys, in
--- order (a key may repeat). With allow-cross-slot-keys (the batch of a
+-- KEYS: on a standalone server or a Cluster slot, the entries' keys, in
+-- order: one per entry of one limit, n per decision of several (a key may
+-- repeat). With allow-cross-slot-keys (the batch of a
 -- Cluster node, whose keys span several slots), KEYS[1] is only checked by
 -- Redis before the script runs, and the keys are in ARGV, see below.
 -- ARGV[1]: the number of entries, d: a decision of several limits, or a
@@ -26,13 +27,12 @@
 -- (token bucket: burst), cost.
 -- Then each decision of several limits, in order: the number of limits n,
 -- then decide.lua's seven values per limit.
--- Keys: one per entry of one limit, n per decision of several.
 -- Reply: { now, then per entry, in order: of one decision of one limit,
 -- allowed, its remaining and reset-after µs, or denied, -1 - remaining
 -- (remaining is never negative), retry-after µs (-1 for never) and
 -- reset-after µs (an allowed decision's retry-after is 0: each value of a
 -- reply costs Redis about 500 instructions); of a run of m > 1, segments
--- covering its m decisions in order (see put_run); of several limits, per
+-- covering its m decisions in order (see run_entry); of several limits, per
 -- limit, allowed (1/0), remaining, retry-after and reset-after: the
 -- replies of the scripts alone, without their now. }
 --

@@ -1,0 +1,85 @@
+package redisstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+// TestBatchReplyRefusesMalformed feeds batchReply the replies of a batch
+// of one decision, a run of three identical ones and a decision of two
+// limits: the well-formed ones give each decision its values, and every
+// reply that is short, long or whose segments do not cover the run
+// exactly is refused, without a panic.
+func TestBatchReplyRefusesMalformed(t *testing.T) {
+	l := redlimit.PerMinute(10).FixedWindow()
+	one := redlimit.Request{Key: "a", Limit: l, Cost: 2}
+	batch := func() []*pending {
+		return []*pending{
+			{req: one, key: "a"},
+			{req: one, key: "b"}, {req: one, key: "b"}, {req: one, key: "b"},
+			{reqs: []redlimit.Request{one, one}},
+		}
+	}
+	// Entries: a decision of limit 0, a run of 3 of limit 0, several.
+	dec := []byte{batchFirstLimit, 1, batchFirstLimit, 3, batchSeveral, 1}
+	several := []int64{1, 8, 0, 5, 0, 0, 7, 5}
+	cat := func(parts ...[]int64) []int64 {
+		var v []int64
+		for _, p := range parts {
+			v = append(v, p...)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		v    []int64
+		ok   bool
+		run  [3]redlimit.Result // the run's answers, when ok
+	}{
+		{"one segment of steps", cat([]int64{8, 40}, []int64{3, 6, 50, -2, 0}, several), true, [3]redlimit.Result{
+			{Allowed: true, Remaining: 6, ResetAfter: 50 * time.Microsecond},
+			{Allowed: true, Remaining: 4, ResetAfter: 50 * time.Microsecond},
+			{Allowed: true, Remaining: 2, ResetAfter: 50 * time.Microsecond},
+		}},
+		{"admitted one by one, then denied", cat([]int64{-1, 3, 40}, []int64{1, 2, 50, 0, 0}, []int64{-2, 0, 7, 50}, several), true, [3]redlimit.Result{
+			{Allowed: true, Remaining: 2, ResetAfter: 50 * time.Microsecond},
+			{Remaining: 0, RetryAfter: 7 * time.Microsecond, ResetAfter: 50 * time.Microsecond},
+			{Remaining: 0, RetryAfter: 7 * time.Microsecond, ResetAfter: 50 * time.Microsecond},
+		}},
+		{"all denied, never", cat([]int64{8, 40}, []int64{-3, 1, -1, 50}, several), true, [3]redlimit.Result{
+			{Remaining: 1, RetryAfter: redlimit.Never, ResetAfter: 50 * time.Microsecond},
+			{Remaining: 1, RetryAfter: redlimit.Never, ResetAfter: 50 * time.Microsecond},
+			{Remaining: 1, RetryAfter: redlimit.Never, ResetAfter: 50 * time.Microsecond},
+		}},
+		{"empty", nil, false, [3]redlimit.Result{}},
+		{"a segment past the run", cat([]int64{8, 40}, []int64{4, 6, 50, -2, 0}, several), false, [3]redlimit.Result{}},
+		{"a segment of none", cat([]int64{8, 40}, []int64{0, 6, 50, -2, 0}, several), false, [3]redlimit.Result{}},
+		{"denials short of the run", cat([]int64{8, 40}, []int64{-2, 0, 7, 50}, several), false, [3]redlimit.Result{}},
+		{"denials past the run", cat([]int64{8, 40}, []int64{1, 2, 50, 0, 0}, []int64{-3, 0, 7, 50}, several), false, [3]redlimit.Result{}},
+		{"the run cut short", cat([]int64{8, 40}, []int64{3, 6, 50}), false, [3]redlimit.Result{}},
+		{"several cut short", cat([]int64{8, 40}, []int64{3, 6, 50, -2, 0}, several[:7]), false, [3]redlimit.Result{}},
+		{"a value too many", cat([]int64{8, 40}, []int64{3, 6, 50, -2, 0}, several, []int64{1}), false, [3]redlimit.Result{}},
+		{"a denial cut short", []int64{-1, 3}, false, [3]redlimit.Result{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := batch()
+			if got := batchReply(b, dec, 99, tc.v); got != tc.ok {
+				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
+			}
+			if !tc.ok {
+				return
+			}
+			for i, want := range tc.run {
+				want.Limit = 10
+				if got := b[1+i].out.res; got != want || b[1+i].out.at != 99 {
+					t.Errorf("decision %d of the run: %+v at %d, want %+v", i, got, b[1+i].out.at, want)
+				}
+			}
+			if got := b[4].out.results; len(got) != 2 || !got[0].Allowed || got[1].Allowed || got[1].RetryAfter != 7*time.Microsecond {
+				t.Errorf("several: %+v", got)
+			}
+		})
+	}
+}
