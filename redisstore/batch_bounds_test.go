@@ -132,6 +132,7 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 				}
 				n := 1 + rng.IntN(64)
 				reqs := make([]redlimit.Request, 0, n)
+				var peek []bool
 				used := map[redlimit.Limit]bool{}
 				for len(reqs) < n {
 					l := bases[rng.IntN(len(bases))]
@@ -140,7 +141,14 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 					if rng.IntN(4) == 0 {
 						run = 1 + rng.IntN(64)
 					}
-					for range min(run, n-len(reqs)) {
+					// A third of the runs are of identical requests: one
+					// entry of the batch script, answered in segments.
+					identical := rng.IntN(3) == 0
+					for j := range min(run, n-len(reqs)) {
+						if identical && j > 0 {
+							reqs, peek = append(reqs, reqs[len(reqs)-1]), append(peek, peek[len(peek)-1])
+							continue
+						}
 						v := l
 						if rng.IntN(4) == 0 {
 							v = variant(rng, l)
@@ -148,13 +156,12 @@ func TestBatchRunsMatchAtBounds(t *testing.T) {
 						used[l] = true
 						// A debit (decided alone, as AllowAll of one
 						// request) now and then, between runs.
-						reqs = append(reqs, redlimit.Request{Key: key, Limit: v, Cost: cost(rng, v), Debit: rng.IntN(16) == 0})
+						r := redlimit.Request{Key: key, Limit: v, Cost: cost(rng, v), Debit: rng.IntN(16) == 0}
+						reqs, peek = append(reqs, r), append(peek, !r.Debit && rng.IntN(5) == 0)
 					}
 				}
-				peek := make([]bool, len(reqs))
 				ds := make([][]redlimit.Request, len(reqs))
-				for i := range peek {
-					peek[i] = !reqs[i].Debit && rng.IntN(5) == 0
+				for i := range reqs {
 					ds[i] = reqs[i : i+1]
 				}
 				var desc strings.Builder
