@@ -41,14 +41,27 @@ func singleSource(alg string, storage ...string) string {
 
 // batchSource is the script that decides the decisions of several callers
 // at once (see lua/batch.lua and batch.go): the prelude, every algorithm's
-// files and single_<algorithm>.lua, debit.lua, several.lua and batch.lua.
-// batchCrossSlotSource is the same with Redis 7's allow-cross-slot-keys
-// flag, for the batch of a Cluster node, whose keys span several slots.
+// files, then, defined only by a call that needs them (a script makes its
+// functions anew at each call, see lua/prelude.lua), every
+// single_<algorithm>.lua (load_one, for a decision alone on its key) and
+// debit.lua and several.lua (load_several, for a decision of several
+// limits), and batch.lua. batchCrossSlotSource is the same with Redis 7's
+// allow-cross-slot-keys flag, for the batch of a Cluster node, whose keys
+// span several slots.
 var (
-	batchSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket",
-		"single_fixed_window", "single_sliding_log", "single_sliding_window", "single_token_bucket", "debit", "several", "batch")
+	batchSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket") +
+		loader("load_one", "fixed_window_one, sliding_log_one, sliding_window_one, token_bucket_one",
+			"single_fixed_window", "single_sliding_log", "single_sliding_window", "single_token_bucket") +
+		loader("load_several", "decide_limits", "debit", "several") +
+		joinScript("batch")
 	batchCrossSlotSource = "#!lua flags=allow-cross-slot-keys\n" + batchSource
 )
+
+// loader returns a Lua function named name that defines the functions of
+// files and returns those named by ret.
+func loader(name, ret string, files ...string) string {
+	return "local function " + name + "()\n" + joinScript(files...) + "return " + ret + "\nend\n"
+}
 
 // onceSource is the script of a debit counted at most once per id
 // (Store.DebitOnce, lua/once.lua): the prelude, every algorithm's files,

@@ -42,8 +42,14 @@
 -- (its slot moved, or is migrating and the key is gone), the script
 -- answers NOTOWNED and has written nothing; the store then decides the
 -- batch again, slot by slot (see redisstore/pernode.go).
--- decide holds each algorithm's function by its number as text.
-local decide = { ['1'] = fixed_window_one, ['2'] = sliding_log_one, ['3'] = sliding_window_one, ['4'] = token_bucket_one }
+-- known holds each algorithm's number as text. one holds, by the same,
+-- each algorithm's <algorithm>_one, which decides a decision alone on its
+-- key, and decide_several decide_limits: both are made by the first
+-- decision that needs them (load_one, load_several: a hot key's batch
+-- needs neither, and making them costs Redis about 25,000 instructions a
+-- call).
+local known = { ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true }
+local one, decide_several
 
 local d = tonumber(ARGV[1])
 local keys, kfirst = KEYS, 0
@@ -56,7 +62,7 @@ local ns = tonumber(ARGV[6])
 for l = 1, ns do
   local j = 2 + 5 * l
   local a = ARGV[j + 1]
-  if decide[a] == nil then
+  if not known[a] then
     return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
   end
   sallow[l], salg[l], sW[l], sL[l], sn[l], scost[l] = ARGV[j] == 'a', a, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 4] + 0, ARGV[j + 4]
@@ -78,7 +84,7 @@ for i = 1, d do
     local n = tonumber(ARGV[j])
     for l = 0, n - 1 do
       local a = ARGV[j + 1 + 7 * l]
-      if decide[a] == nil then
+      if not known[a] then
         return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
       end
     end
@@ -229,7 +235,8 @@ local i = 1
 while i <= d do
   local l = dec[i]
   if l == SEVERAL then
-    decide_limits(true, keys, kat[i] - 1, tonumber(ARGV[at[i]]), ARGV, at[i], out)
+    if decide_several == nil then decide_several = load_several() end
+    decide_several(true, keys, kat[i] - 1, tonumber(ARGV[at[i]]), ARGV, at[i], out)
     o = #out
     i = i + 1
   else
@@ -246,11 +253,15 @@ while i <= d do
     elseif run and alg == '2' then
       run_log(key, i, e, sW[l])
     else
-      local one = decide[alg]
+      if one == nil then
+        local f1, f2, f3, f4 = load_one()
+        one = { ['1'] = f1, ['2'] = f2, ['3'] = f3, ['4'] = f4 }
+      end
+      local alone = one[alg]
       for k = i, e do
         local l = dec[k]
         -- put, inline.
-        local ok, rem, retry, reset = one(key, sallow[l], sW[l], sL[l], sn[l], scost[l])
+        local ok, rem, retry, reset = alone(key, sallow[l], sW[l], sL[l], sn[l], scost[l])
         if ok then
           out[o + 1], out[o + 2] = rem, reset
           o = o + 2
