@@ -7,7 +7,10 @@
 -- algorithm's file holds its arithmetic, following memory/algorithms.go
 -- operation for operation: <algorithm>_check, from the state read to the
 -- result and the state to write. Both paths call it, and differ only in their Redis reads
--- and writes.
+-- and writes. At one instant a check is monotone in cost (what it
+-- admits, it admits at any smaller cost), and admitting a then b leaves
+-- the state, and answers b, as admitting a + b at once does: batch.lua
+-- decides a hot key's identical decisions as two requests on that.
 --
 -- Every function is made anew at each call of a script (a closure), which
 -- costs Redis CPU on every decision: a script joins only the functions it
