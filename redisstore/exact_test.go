@@ -46,11 +46,18 @@ func TestExactUnderConcurrency(t *testing.T) {
 				t.Parallel()
 				p := prefix(t)
 				stores := make([]*redisstore.Store, instances)
+				opts := clk.opt() // one clock for every instance: one instant
 				for i := range stores {
-					stores[i] = d.store(t, append(clk.opt(), redisstore.WithPrefix(p))...)
+					stores[i] = d.store(t, append(opts, redisstore.WithPrefix(p))...)
 				}
 				for _, l := range limits {
 					var admitted, calls atomic.Int64
+					// Each admission takes one unit from what the others
+					// left, whichever batch or entry it was decided in:
+					// the admitted decisions' remainings are 0..limit-1,
+					// each once (none of these limits gives a unit back
+					// within the test).
+					var seen [limit]atomic.Int32
 					var wg sync.WaitGroup
 					for _, s := range stores {
 						for range workers {
@@ -64,6 +71,9 @@ func TestExactUnderConcurrency(t *testing.T) {
 									calls.Add(1)
 									if r.Allowed {
 										admitted.Add(1)
+										if r.Remaining < 0 || r.Remaining >= limit || seen[r.Remaining].Add(1) != 1 {
+											t.Errorf("%s: an admission with remaining %d, which another had or is out of range", l, r.Remaining)
+										}
 									}
 								}
 							})
