@@ -47,7 +47,9 @@
 // while a call to it is in flight go together in the next call, which
 // decides them one after another in arrival order at one instant, with the
 // same answers as calls of their own at that instant; single-limit
-// decisions on one key read and write the key once. A caller that finds
+// decisions on one key read and write the key once, and identical ones (a
+// hot key's: one key, limit and cost) are sent once with their number and
+// decided as two requests, the first and the rest. A caller that finds
 // nothing in flight is sent at once; the next call goes when the one in
 // flight answers, or beside it once half the decisions in play wait (two
 // calls in flight at most). See [WithBatching].
