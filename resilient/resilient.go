@@ -243,7 +243,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			case to == gobreaker.StateOpen:
 				l.outage.Store(true)
 			case to == gobreaker.StateClosed && l.outage.Swap(false) && l.settle > 0:
-				l.settleUntil.Store(l.settleEnd(l.now()))
+				l.settleFrom(l.now())
 			}
 		},
 		IsExcluded: func(err error) bool {
@@ -401,19 +401,26 @@ func (l *Limiter) storeFailed() {
 	}
 	now := l.now()
 	if now.UnixNano() < l.settleUntil.Load() || l.breaker.State() != gobreaker.StateClosed {
-		l.settleUntil.Store(l.settleEnd(now))
+		l.settleFrom(now)
 	}
 }
 
-// settleEnd returns when a settling that starts at now ends, in Unix
-// nanoseconds: Options.Settle later, or never for a Settle that would pass
-// the largest instant (time.Time.UnixNano wraps around there).
-func (l *Limiter) settleEnd(now time.Time) int64 {
-	n := now.UnixNano()
-	if int64(l.settle) > math.MaxInt64-n {
-		return math.MaxInt64
+// settleFrom makes the settling last at least until Options.Settle after
+// now, or for ever for a Settle that would pass the largest instant
+// (time.Time.UnixNano wraps around there). Its end only moves later: of
+// two failures recorded at once, the one that read the clock first may
+// store last.
+func (l *Limiter) settleFrom(now time.Time) {
+	end := int64(math.MaxInt64)
+	if n := now.UnixNano(); int64(l.settle) <= math.MaxInt64-n {
+		end = n + int64(l.settle)
 	}
-	return n + int64(l.settle)
+	for {
+		cur := l.settleUntil.Load()
+		if end <= cur || l.settleUntil.CompareAndSwap(cur, end) {
+			return
+		}
+	}
 }
 
 // fromShares, while the Limiter settles (see Options.Settle) and other

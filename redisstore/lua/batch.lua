@@ -128,6 +128,16 @@ local function put(ok, rem, retry, reset)
   end
 end
 
+-- admitted and denied append a segment of c decisions (see below).
+local function admitted(c, rem, reset, drem, dreset)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = c, rem, reset, drem, dreset
+  o = o + 5
+end
+local function denied(c, rem, retry, reset)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -c, rem, retry, reset
+  o = o + 4
+end
+
 -- The replies of an entry of m > 1 identical decisions go in segments,
 -- each covering the next c of its decisions, in order:
 --   c, remaining, reset-after, and the steps of both from one decision
@@ -162,34 +172,33 @@ local function run_entry(k, try, commit)
     put(ok, rem, retry, reset)
     return
   end
-  if ok and allow then
-    local rest = (m - 1) * n
-    local ok2, rem2, _, reset2, x2, y2, z2 = try(l, rest)
-    if ok2 then
-      commit(l, rest, reset2, x2, y2, z2)
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = m, rem, reset, (rem2 - rem) / (m - 1), (reset2 - reset) / (m - 1)
-      o = o + 5
+  if not ok then
+    denied(m, rem, retry, reset)
+    return
+  end
+  if not allow then
+    admitted(m, rem, reset, 0, 0)
+    return
+  end
+  local rest = (m - 1) * n
+  local ok2, rem2, _, reset2, x2, y2, z2 = try(l, rest)
+  local drem, dreset = (rem2 - rem) / (m - 1), (reset2 - reset) / (m - 1)
+  -- Steps that are not whole would say the check breaks the rule above:
+  -- the decisions then go one by one, exact whatever the check.
+  if ok2 and drem % 1 == 0 and dreset % 1 == 0 then
+    commit(l, rest, reset2, x2, y2, z2)
+    admitted(m, rem, reset, drem, dreset)
+    return
+  end
+  admitted(1, rem, reset, 0, 0)
+  for j = 2, m do
+    ok, rem, retry, reset, x, y, z = try(l, n)
+    if not ok then
+      denied(m - j + 1, rem, retry, reset)
       return
     end
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, 0
-    o = o + 5
-    for j = 2, m do
-      ok, rem, retry, reset, x, y, z = try(l, n)
-      if not ok then
-        out[o + 1], out[o + 2], out[o + 3], out[o + 4] = j - 1 - m, rem, retry, reset
-        o = o + 4
-        return
-      end
-      commit(l, n, reset, x, y, z)
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, reset, 0, 0
-      o = o + 5
-    end
-  elseif ok then
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = m, rem, reset, 0, 0
-    o = o + 5
-  else
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -m, rem, retry, reset
-    o = o + 4
+    commit(l, n, reset, x, y, z)
+    admitted(1, rem, reset, 0, 0)
   end
 end
 
