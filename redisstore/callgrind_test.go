@@ -212,6 +212,56 @@ func TestCallgrindCost(t *testing.T) {
 	}
 	measure("textbook script (client clock), allowed", 2*keys, 1, tb)
 
+	// The Redis calls alone, in a batch of 64 keys and without the logic
+	// around them: what a batched sliding-log decision cannot cost less
+	// than, whatever its Lua, against the textbook script's whole call.
+	// Each writes a new entry per key and call, as an allowed decision does.
+	for _, c := range []struct{ name, src string }{
+		{"the calls alone: a sliding log's four", `
+for i = 1, #KEYS do
+  redis.call('ZRANGE', KEYS[i], '-1', '-1', 'WITHSCORES')
+  redis.call('ZREVRANGEBYSCORE', KEYS[i], ARGV[2], '-inf', 'LIMIT', '0', '1')
+  redis.call('ZADD', KEYS[i], ARGV[1], ARGV[3] .. i)
+  redis.call('PEXPIRE', KEYS[i], '60000')
+end
+return 1`},
+		{"the calls alone: the textbook's four", `
+for i = 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', ARGV[2])
+  redis.call('ZCARD', KEYS[i])
+  redis.call('ZADD', KEYS[i], ARGV[1], ARGV[3] .. i)
+  redis.call('EXPIRE', KEYS[i], '60')
+end
+return 1`},
+		// Members that hold their time, ordered by it (scores all 0), and
+		// no PEXPIRE within a slot: a format not built (docs/BENCHMARKS.md).
+		{"the calls alone: three, time in the member", `
+for i = 1, #KEYS do
+  redis.call('ZRANGE', KEYS[i], '-1', '-1')
+  redis.call('ZRANGE', KEYS[i], '(' .. ARGV[2], '-', 'BYLEX', 'REV', 'LIMIT', '0', '1')
+  redis.call('ZADD', KEYS[i], '0', ARGV[1] .. ':' .. ARGV[3] .. i)
+end
+return 1`},
+	} {
+		s := rueidis.NewLuaScript(c.src)
+		kp := p + "c" + strconv.Itoa(len(c.name)) + ":"
+		ks := make([]string, batch)
+		run := func(i int) {
+			for j := range ks {
+				ks[j] = kp + strconv.Itoa((i*batch+j)%keys)
+			}
+			now := time.Now().UnixMicro()
+			args := []string{strconv.FormatInt(now, 10), strconv.FormatInt(now-60_000_000, 10), strconv.Itoa(i) + ":"}
+			if err := s.Exec(ctx, client, ks, args).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 3 * keys / batch {
+			run(i)
+		}
+		measure(c.name+", in a batch of 64", 2*keys/batch, batch, run)
+	}
+
 	empty := rueidis.NewLuaScript(`return {1,2,3,4,5}`)
 	measure("any EVALSHA (return {1,2,3,4,5})", keys, 1, func(i int) {
 		if err := empty.Exec(ctx, client, []string{p + "e"}, nil).Error(); err != nil {
