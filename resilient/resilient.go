@@ -105,7 +105,9 @@ type Options struct {
 	// opened) a decision whose limits all fail local (and carry no debit)
 	// must also fit this node's local share before the store is asked
 	// (default [DefaultSettle]; negative: off): Settle after the later of
-	// the outage's last store failure and the breaker's close. The nodes
+	// the outage's last store failure and the breaker's close (after the
+	// close, a failure is the outage's while one call in 16 or more of
+	// the recent ones fails; the odd failure does not extend it). The nodes
 	// come back apart (on
 	// Redis Cluster, up to a second or two after a failover), and the
 	// store learns what another node admitted by itself only when that
@@ -165,6 +167,7 @@ type Limiter struct {
 	settle      time.Duration // Options.Settle; 0 when off
 	outage      atomic.Bool   // the breaker opened since it last closed
 	settleUntil atomic.Int64  // Unix nanoseconds of l.now: the end of the settling
+	failShare   atomic.Uint32 // the share of recent store calls that failed, while settling (see noteCall)
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
 	recWG       sync.WaitGroup
@@ -242,6 +245,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			switch {
 			case to == gobreaker.StateOpen:
 				l.outage.Store(true)
+				l.failShare.Store(failOne) // failing until calls since say otherwise
 			case to == gobreaker.StateClosed && l.outage.Swap(false) && l.settle > 0:
 				l.settleFrom(l.now())
 			}
@@ -334,6 +338,7 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	}
 	d, err := l.ask(ctx, c)
 	if err == nil {
+		l.storeAnswered(start)
 		if l.seen != nil {
 			for i, r := range reqs {
 				l.seen.put(r.Key, r.Limit, start, d.Results[i])
@@ -389,19 +394,59 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 }
 
 // storeFailed records a store failure (or the open breaker's refusal): one
-// during an outage (the breaker not closed, or the Limiter settling after
-// one) moves the settling's end to Options.Settle from now, so that it
-// ends Settle after the outage's last failure, not after the breaker's
-// first close (on Redis Cluster the breaker may close on another master's
-// keys while the failing master's still fail). A failure outside an
-// outage starts no settling.
+// of the outage moves the settling's end to Options.Settle from now, so
+// that it ends Settle after the outage's last failure, not after the
+// breaker's first close (on Redis Cluster the breaker may close on another
+// master's keys while the failing master's still fail). A failure is the
+// outage's while the breaker is not closed, and, while the Limiter
+// settles, if failures are still frequent: at least one in failExtends of
+// the recent calls (noteCall). The odd failure of a store that is back (a
+// busy Redis's timeout) does not make the settling last, nor does a
+// failure outside an outage start one.
 func (l *Limiter) storeFailed() {
 	if l.settle == 0 {
 		return
 	}
 	now := l.now()
-	if now.UnixNano() < l.settleUntil.Load() || l.breaker.State() != gobreaker.StateClosed {
+	if l.breaker.State() != gobreaker.StateClosed {
 		l.settleFrom(now)
+		return
+	}
+	if now.UnixNano() < l.settleUntil.Load() && l.noteCall(true) >= failOne/failExtends {
+		l.settleFrom(now)
+	}
+}
+
+// storeAnswered records, while the Limiter settles, that a call begun at
+// start got the store's answer.
+func (l *Limiter) storeAnswered(start time.Time) {
+	if l.settle != 0 && start.UnixNano() < l.settleUntil.Load() {
+		l.noteCall(false)
+	}
+}
+
+// The share of failed calls is an exponentially weighted average over
+// about failWeight calls, in units of 1/failOne; it is set to failOne (all
+// failing) when the breaker opens, so the failures of a master still down
+// after the breaker closed extend the settling from the first, and only
+// the successes since tell them apart from the odd failure.
+const (
+	failOne     = 1 << 16
+	failWeight  = 32
+	failExtends = 16 // a failure extends the settling at a share of 1/16 or more
+)
+
+// noteCall adds a call to the share of failed calls and returns the share.
+func (l *Limiter) noteCall(failed bool) uint32 {
+	for {
+		old := l.failShare.Load()
+		share := old - old/failWeight
+		if failed {
+			share += failOne / failWeight
+		}
+		if l.failShare.CompareAndSwap(old, share) {
+			return share
+		}
 	}
 }
 
@@ -576,8 +621,10 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
+	start := l.now()
 	d, err := l.ask(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
 	if err == nil {
+		l.storeAnswered(start)
 		return d.Results[0], nil
 	}
 	if errors.Is(err, errCallerGone) {
