@@ -328,7 +328,9 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			const settle = time.Second
+			// The check comes within a settle of the phase's last
+			// failure: 2 s is a margin for a busy machine's stalls.
+			const settle = 2 * time.Second
 			var n atomic.Int64
 			store := &every{Limiter: redisStore(t, []string{srv.Addr()}), n: &n}
 			a := newLimiter(t, store, resilient.Options{
@@ -346,10 +348,13 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 				t.Fatalf("breaker %s after three failures, want open", s)
 			}
 			n.Store(0)
-			backOnStore(t, a) // the breaker closed: settling until a second from now, at least
+			backOnStore(t, a) // the breaker closed: settling for a settle from now, at least
 			n.Store(c.oneIn)
 			calls := 0
-			for end := time.Now().Add(5 * settle / 2); time.Now().Before(end); calls++ {
+			// Long enough, in time and calls, for the share of failures
+			// to fall from all (the breaker's opening) and the settling
+			// then to end.
+			for end := time.Now().Add(5 * settle / 2); calls < 1000 || time.Now().Before(end); calls++ {
 				if _, err := a.Allow(ctx, fmt.Sprint("busy", calls%100), open); err != nil {
 					t.Fatal(err)
 				}
