@@ -598,3 +598,79 @@ func TestBatchCountsSurviveCancellations(t *testing.T) {
 		t.Errorf("a decision after them: %+v, %v", r, err)
 	}
 }
+
+// TestBatchAnswersNeverCross: callers that give up at random, while the
+// server pauses now and then, never get another caller's answer. Each
+// worker decides its own key under a count of its own, alone (private) or
+// beside others on one hot key (whose identical decisions merge into
+// entries), with peeks among its allows: every answer names its caller's
+// limit, and a private key's admissions leave its remaining falling by at
+// least their cost (a call given up may or may not have counted).
+func TestBatchAnswersNeverCross(t *testing.T) {
+	t.Parallel()
+	srv, s := ownServerStore(t)
+	stop := time.Now().Add(time.Second)
+	hot := redlimit.PerHour(redlimit.MaxLogCount).SlidingLog()
+	var wg sync.WaitGroup
+	var answered, gaveUp atomic.Int64
+	for w := range 48 {
+		wg.Go(func() {
+			key, l := fmt.Sprint("own", w), redlimit.PerHour(int64(50_000+w)).SlidingLog()
+			if w%3 == 0 {
+				key, l = "hot", hot
+			}
+			last := l.Max() + 1 // a private key's remaining after its last admission
+			for i := 0; time.Now().Before(stop); i++ {
+				// Deadlines from none to 20 ms, and one call in four
+				// without: some give up waiting, some in flight.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((w*13+i*7)%20_000)*time.Microsecond)
+				if i%4 == 0 {
+					ctx, cancel = context.WithCancel(context.Background())
+				}
+				cost := int64(1 + i%3)
+				if key == "hot" {
+					cost = 1
+				}
+				var r redlimit.Result
+				var err error
+				if i%5 == 4 {
+					r, err = s.Peek(ctx, key, l, cost)
+				} else {
+					r, err = s.AllowN(ctx, key, l, cost)
+				}
+				cancel()
+				if err != nil {
+					gaveUp.Add(1)
+					continue
+				}
+				answered.Add(1)
+				if r.Limit != l.Max() || r.Remaining < 0 || r.Remaining > l.Max() {
+					t.Errorf("worker %d (%s, limit %d), call %d: %+v: another caller's answer", w, key, l.Max(), i, r)
+					return
+				}
+				if key != "hot" && i%5 != 4 && r.Allowed {
+					if r.Remaining > last-cost {
+						t.Errorf("worker %d, call %d: remaining %d after %d, cost %d: another caller's answer", w, i, r.Remaining, last, cost)
+						return
+					}
+					last = r.Remaining
+				}
+			}
+		})
+	}
+	for time.Now().Before(stop) {
+		time.Sleep(50 * time.Millisecond)
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if answered.Load() == 0 || gaveUp.Load() == 0 {
+		t.Fatalf("%d answered, %d gave up: want both", answered.Load(), gaveUp.Load())
+	}
+	t.Logf("%d answered, %d gave up", answered.Load(), gaveUp.Load())
+}
