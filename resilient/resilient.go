@@ -108,9 +108,8 @@ type Options struct {
 	// the outage's last store failure and the breaker's close (after the
 	// close, a failure is the outage's while one call in 16 or more of
 	// the recent ones fails; the odd failure does not extend it). The nodes
-	// come back apart (on
-	// Redis Cluster, up to a second or two after a failover), and the
-	// store learns what another node admitted by itself only when that
+	// come back apart (on Redis Cluster, up to a second or two after a
+	// failover), and the store learns what another node admitted by itself only when that
 	// node is back: meanwhile, without it, the store would give the nodes
 	// already back what the others are still spending of their shares.
 	// While it settles, a node admits no more than its share (what the
