@@ -93,6 +93,30 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		t.Errorf("no decision went to the local fallback during the failover")
 	}
 	untilEnd := between(all, time.Time{}, killed.Add(failover))
+	// What Redis counts for each key, against what was admitted, by Redis
+	// or locally (and charged): a count below that sum is admissions the
+	// promoted replica never received, writes the killed master had
+	// acknowledged and not yet sent (TestFaultFailoverLosesWrites), if the
+	// nodes charged all they owed. (A count above it is calls cut off at
+	// their deadline that Redis ran afterwards.)
+	var counts []string
+	lost := map[string]int{}
+	for _, k := range keys {
+		whole := lim
+		whole.Count = redlimit.MaxCount
+		r, err := nodes[0].Peek(context.Background(), k, whole, 1)
+		if err != nil || r.Source != redlimit.FromStore {
+			t.Logf("reading %s's count: %+v, %v", k, r, err)
+			continue
+		}
+		admitted := count(all, func(s sample) bool { return s.key == k && s.allowed })
+		counted := int(whole.Max() - 1 - r.Remaining)
+		counts = append(counts, fmt.Sprintf("%s %d/%d", k, counted, admitted))
+		if onVictim[k] && unconfirmed == 0 {
+			lost[k] = max(0, admitted-counted)
+		}
+	}
+	t.Logf("counted by Redis / admitted, per key: %s", strings.Join(counts, ", "))
 	excess, excessEnd, excessVictimEnd := 0, 0, 0
 	var perKey []string
 	for _, k := range keys {
@@ -113,9 +137,11 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		// to its share until the others are back, so Redis does not
 		// give it what the others admitted by themselves (see
 		// docs/RELIABILITY.md).
-		bound := int(lim.Count) / faultExcess
+		// The writes the failover lost are Redis's, not redlimit's: a
+		// loaded host once lost 459 of a key's admissions.
+		bound := int(lim.Count)/faultExcess + lost[k]
 		if over > bound {
-			t.Errorf("key %s (on the killed master: %v): %d admitted above the limit of %d by the end of the run (local share %d), want at most %d", k, onVictim[k], over, lim.Count, share, bound)
+			t.Errorf("key %s (on the killed master: %v): %d admitted above the limit of %d by the end of the run (local share %d), want at most %d (%d of them lost by the failover)", k, onVictim[k], over, lim.Count, share, bound, lost[k])
 		}
 		if onVictim[k] {
 			excessVictimEnd += overEnd
@@ -134,23 +160,6 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		}
 	}
 	t.Logf("above the limit by the end of the run, per key: %s", strings.Join(perKey, ", "))
-	// What Redis counts for each key, against what was admitted, by Redis
-	// or locally (and charged): a count below that sum is admissions the
-	// promoted replica never received. (A count above it is calls cut off
-	// at their deadline that Redis ran afterwards.)
-	var counts []string
-	for _, k := range keys {
-		whole := lim
-		whole.Count = redlimit.MaxCount
-		r, err := nodes[0].Peek(context.Background(), k, whole, 1)
-		if err != nil || r.Source != redlimit.FromStore {
-			t.Logf("reading %s's count: %+v, %v", k, r, err)
-			continue
-		}
-		admitted := count(all, func(s sample) bool { return s.key == k && s.allowed })
-		counts = append(counts, fmt.Sprintf("%s %d/%d", k, whole.Max()-1-r.Remaining, admitted))
-	}
-	t.Logf("counted by Redis / admitted, per key: %s", strings.Join(counts, ", "))
 	// When each node's decisions of the killed master's keys came back to
 	// Redis, and what Redis and the local fallbacks admitted of them
 	// from then on: a node's charges reach Redis with its first call,
