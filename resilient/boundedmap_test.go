@@ -17,7 +17,7 @@ import (
 func TestCachesBoundedInBytes(t *testing.T) {
 	const bound = 4 << 20
 	deny := newDenyCache(DefaultDenyCacheSize, bound)
-	seen := newLastSeen(DefaultLastSeenSize, bound)
+	seen := newLastSeen(DefaultLastSeenSize, bound, mono{time.Now()})
 	l := redlimit.PerMinute(1)
 	denial := redlimit.Result{Limit: 1, RetryAfter: time.Minute, ResetAfter: time.Minute}
 	answer := redlimit.Result{Allowed: true, Limit: 1, ResetAfter: time.Minute}

@@ -18,10 +18,11 @@ import (
 // string (see TestLastSeenMemory).
 type lastSeen struct {
 	*boundedMap[seen]
+	mono mono
 }
 
-// seen is what the store answered for a state. Times are Unix nanoseconds
-// of the Limiter's clock.
+// seen is what the store answered for a state. Times are nanoseconds of
+// the Limiter's mono.
 type seen struct {
 	at        int64 // when the call was sent
 	drained   int64 // from when the state is full again: at + ResetAfter
@@ -30,8 +31,8 @@ type seen struct {
 	applied   bool // the local state has been brought down to this answer
 }
 
-func newLastSeen(size, maxBytes int) *lastSeen {
-	return &lastSeen{newBoundedMap(size, maxBytes, func(s *seen, now time.Time) bool { return now.UnixNano() >= s.drained })}
+func newLastSeen(size, maxBytes int, m mono) *lastSeen {
+	return &lastSeen{newBoundedMap(size, maxBytes, func(s *seen, now time.Time) bool { return m.ns(now) >= s.drained }), m}
 }
 
 // put remembers r, the store's answer for key and l to a call sent at start.
@@ -39,7 +40,7 @@ func (ls *lastSeen) put(key string, l redlimit.Limit, start time.Time, r redlimi
 	if r.Source != redlimit.FromStore {
 		return
 	}
-	at := start.UnixNano()
+	at := ls.mono.ns(start)
 	s := seen{at: at, drained: at + int64(r.ResetAfter), max: r.Limit, remaining: r.Remaining}
 	sh := ls.shard(key)
 	k := l.StateID(key)
@@ -71,7 +72,7 @@ func (ls *lastSeen) startFrom(ctx context.Context, fb redlimit.Limiter, key stri
 	}
 	s.applied = true
 	sh.m[k] = s
-	if now.UnixNano() >= s.drained {
+	if ls.mono.ns(now) >= s.drained {
 		return
 	}
 	left := max(0, l.Max()-(s.max-s.remaining))

@@ -23,7 +23,7 @@ func TestLastSeenMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	ls := newLastSeen(2*n, DefaultCacheBytes) // room in every shard
+	ls := newLastSeen(2*n, DefaultCacheBytes, mono{time.Now()}) // room in every shard
 	now := time.Now()
 	for _, k := range keys {
 		ls.put(k, lim, now, res)

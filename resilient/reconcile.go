@@ -80,11 +80,12 @@ type onceDebiter interface {
 // debts is what this node owes the store, per state.
 type debts struct {
 	*boundedMap[debt]
-	n atomic.Int64 // entries, read without a lock on the store call's path
+	n    atomic.Int64 // entries, read without a lock on the store call's path
+	mono mono
 }
 
 // debt is what a state owes: units not yet in a charge, and a charge in
-// doubt. Times are Unix nanoseconds of the Limiter's clock.
+// doubt. Times are nanoseconds of the Limiter's mono.
 type debt struct {
 	limit redlimit.Limit // the store's limit (not this node's share), as last used
 	units int64          // at most redlimit.MaxCost
@@ -117,8 +118,8 @@ func (d *debt) stale(now int64) bool {
 		(d.doubt == nil || expired(d.doubt.limit, d.doubt.last, now))
 }
 
-func newDebts(size, maxBytes int) *debts {
-	return &debts{boundedMap: newBoundedMap(size, maxBytes, func(d *debt, now time.Time) bool { return d.stale(now.UnixNano()) })}
+func newDebts(size, maxBytes int, m mono) *debts {
+	return &debts{boundedMap: newBoundedMap(size, maxBytes, func(d *debt, now time.Time) bool { return d.stale(m.ns(now)) }), mono: m}
 }
 
 // reconcileStats are the counters of Reconciliation, in units.
@@ -172,7 +173,7 @@ func (l *Limiter) Reconciliation() Reconciliation {
 // counted at now by this node alone.
 func (ds *debts) add(key string, limit redlimit.Limit, n int64, now time.Time, st *reconcileStats) {
 	k := limit.StateID(key)
-	at := now.UnixNano()
+	at := ds.mono.ns(now)
 	sh := ds.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -239,7 +240,7 @@ func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *
 					sh.m[k] = d
 				}
 				waits = append(waits, d.wait)
-			} else if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
+			} else if j, ok := ds.takeLocked(sh, k, &d, ds.mono.ns(now), once, st); ok {
 				out = append(out, j)
 			}
 		}
@@ -261,7 +262,7 @@ func (ds *debts) take(max, from int, now time.Time, once bool, st *reconcileStat
 			if d.busy {
 				continue
 			}
-			if j, ok := ds.takeLocked(sh, k, &d, now.UnixNano(), once, st); ok {
+			if j, ok := ds.takeLocked(sh, k, &d, ds.mono.ns(now), once, st); ok {
 				out = append(out, j)
 			}
 		}

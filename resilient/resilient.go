@@ -165,7 +165,8 @@ type Limiter struct {
 	reconciling atomic.Bool
 	settle      time.Duration // Options.Settle; 0 when off
 	outage      atomic.Bool   // the breaker opened since it last closed
-	settleUntil atomic.Int64  // Unix nanoseconds of l.now: the end of the settling
+	mono        mono          // the measure of settleUntil, and of the caches' and debts' times
+	settleUntil atomic.Int64  // the end of the settling, in l.mono's nanoseconds
 	failShare   atomic.Uint32 // the share of recent store calls that failed, while settling (see noteCall)
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
@@ -207,6 +208,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 	if l.now == nil {
 		l.now = time.Now
 	}
+	l.mono = mono{l.now()}
 	if l.nodes == nil {
 		l.nodes = oneNode{}
 	}
@@ -214,10 +216,10 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		l.deny = newDenyCache(cmp.Or(opts.DenyCacheSize, DefaultDenyCacheSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
 	}
 	if opts.LastSeenSize >= 0 {
-		l.seen = newLastSeen(cmp.Or(opts.LastSeenSize, DefaultLastSeenSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
+		l.seen = newLastSeen(cmp.Or(opts.LastSeenSize, DefaultLastSeenSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes), l.mono)
 	}
 	if opts.ReconcileSize >= 0 {
-		l.debts = newDebts(cmp.Or(opts.ReconcileSize, DefaultReconcileSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
+		l.debts = newDebts(cmp.Or(opts.ReconcileSize, DefaultReconcileSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes), l.mono)
 	}
 	l.once, _ = store.(onceDebiter)
 	if b, ok := store.(contextBound); ok {
@@ -321,7 +323,7 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	// of which is the half-open breaker's probe (a share that denies
 	// without asking would leave a node whose traffic has spent its shares
 	// with no probe, and so on its fallback).
-	if !admit && start.UnixNano() < l.settleUntil.Load() && l.breaker.State() == gobreaker.StateClosed {
+	if !admit && l.mono.ns(start) < l.settleUntil.Load() && l.breaker.State() == gobreaker.StateClosed {
 		if d, ok := l.fromShares(ctx, reqs); ok {
 			if !d.Allowed {
 				return d, &receipt{}, nil
@@ -411,7 +413,7 @@ func (l *Limiter) storeFailed() {
 		l.settleFrom(now)
 		return
 	}
-	if now.UnixNano() < l.settleUntil.Load() && l.noteCall(true) >= failOne/failExtends {
+	if l.mono.ns(now) < l.settleUntil.Load() && l.noteCall(true) >= failOne/failExtends {
 		l.settleFrom(now)
 	}
 }
@@ -419,7 +421,7 @@ func (l *Limiter) storeFailed() {
 // storeAnswered records, while the Limiter settles, that a call begun at
 // start got the store's answer.
 func (l *Limiter) storeAnswered(start time.Time) {
-	if l.settle != 0 && start.UnixNano() < l.settleUntil.Load() {
+	if l.settle != 0 && l.mono.ns(start) < l.settleUntil.Load() {
 		l.noteCall(false)
 	}
 }
@@ -451,12 +453,11 @@ func (l *Limiter) noteCall(failed bool) uint32 {
 
 // settleFrom makes the settling last at least until Options.Settle after
 // now, or for ever for a Settle that would pass the largest instant
-// (time.Time.UnixNano wraps around there). Its end only moves later: of
-// two failures recorded at once, the one that read the clock first may
-// store last.
+// l.mono measures. Its end only moves later: of two failures recorded at
+// once, the one that read the clock first may store last.
 func (l *Limiter) settleFrom(now time.Time) {
 	end := int64(math.MaxInt64)
-	if n := now.UnixNano(); int64(l.settle) <= math.MaxInt64-n {
+	if n := l.mono.ns(now); int64(l.settle) <= math.MaxInt64-n {
 		end = n + int64(l.settle)
 	}
 	for {
@@ -676,3 +677,14 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 func (l *Limiter) endingBy(ctx context.Context, end time.Time) context.Context {
 	return budget.With(ctx, l.ends.Before(end))
 }
+
+// mono measures times in nanoseconds since its epoch, on the monotonic
+// clock when both times have its reading, as time.Now's do: a step of the
+// wall clock (NTP, a VM restored) then neither prolongs nor cuts a
+// settling, a last-seen answer or a debt. A clock without the reading (a
+// test's, through Options.Now) is measured on its wall times.
+type mono struct{ epoch time.Time }
+
+// ns returns t in nanoseconds since m's epoch, saturated at the bounds of
+// an int64 (time.Time.Sub's).
+func (m mono) ns(t time.Time) int64 { return int64(t.Sub(m.epoch)) }
