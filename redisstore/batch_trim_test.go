@@ -10,31 +10,28 @@ import (
 
 // TestBatchRunTrimThenGivebackClockBack: a batch run's admissions on a
 // sliding log are written as one append (run_log in lua/batch.lua), which
-// trims expired entries at most once, relative to the log's newest entry
-// before the run; one by one, each admission's append trims (when its cum
-// passes a multiple of min(8, count)), and every one after the first
-// trims relative to the run's own instant t, up to LOG_TRIM_MOST - 1
-// entries each. A decision never sees the difference (the entries trimmed
-// had expired for good), but a giveback (Store.Refund) that takes out the
-// newest entry leaves expired what had expired at that entry's time only
-// when at most LOG_TRIM_MOST entries had (expire_before in
-// lua/refund.lua); with more, they stay as they are, and a clock that
-// steps back counts them again. The batch leaves more expired entries, so
-// it crosses that bound in histories where the same calls one by one do
-// not, and a later answer differs (on the strict side: one unit more
-// counted).
+// must trim expired entries as the admissions' appends one by one would:
+// each that takes the cum past a multiple of min(8, count) trims up to
+// LOG_TRIM_MOST - 1 entries, the first relative to the log's newest entry
+// before the run, the others relative to the run's instant t. A decision
+// never sees expired entries, but a giveback (Store.Refund) that takes out
+// the newest entry leaves expired what had expired at that entry's time
+// only when at most LOG_TRIM_MOST entries had (expire_before in
+// lua/refund.lua); with more, they stay, and a clock that steps back
+// counts them again. A run that trimmed once (as it did, until this test)
+// left more expired entries, crossed that bound where the calls one by
+// one did not, and answered one unit more counted (34 remaining for 35).
 //
 // The log (count 100 per 10 ms): 40 entries at 3..4 ms and one at 12 ms;
 // a run of 64 identical admissions at 20 ms, where the 40 have expired
-// (one by one, eight trims of up to 15 leave one of them; the batch's one
-// append trims relative to 12 ms: none); an admission at 25 ms, given
-// back whole; then the clock back to 21 ms, where the entry at 12 ms is
-// inside the period again. One by one and the memory store have it
-// expired (35 remaining); the batch counts it (34).
+// (one by one, eight trims of up to 15 leave one of them); an admission
+// at 25 ms, given back whole; then the clock back to 21 ms, where the
+// entry at 12 ms is inside the period again. One by one and the memory
+// store have it expired (35 remaining), and so must the batch.
 //
-// The bound itself is not the batch's: the same history with the run
-// replaced by one AllowN of cost 64 (one append, no trim) answers 34 one
-// by one as well.
+// The bound itself is the store's, not the batch's: the same history with
+// the run replaced by one AllowN of cost 64 (one append, one trim)
+// answers 34 one by one too, the strict side.
 func TestBatchRunTrimThenGivebackClockBack(t *testing.T) {
 	d := deployments[0]
 	base := time.UnixMicro(1_700_000_000_000_000)

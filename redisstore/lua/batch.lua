@@ -231,13 +231,26 @@ local function run_bucket(key, i, e)
 end
 
 -- run_log decides entries i..e on the sliding log key, whose period is W.
+-- Its admissions are one write, which trims as their writes one by one
+-- would have: first and later (log_append), counted per admission, of
+-- its own cost and count, when the log has something old to trim.
 local function run_log(key, i, e, W)
-  local t, c, newest, top, total, base = log_read(key, now, W)
-  local stored, last, add, lim, seen = c, newest, 0, nil, {}
+  local t, c, newest, top, total, base, old = log_read(key, now, W)
+  local stored, last, add, seen = c, newest, 0, {}
+  local cum, first, later = total, nil, 0
   local function try(l, n) return sliding_log_check(key, now, W, sL[l], n, t, c, last, base, stored, seen) end
-  local function commit(l, n) c, last, add, lim = c + n, t, add + n, sL[l] end
+  local function commit(l, n)
+    c, last, add = c + n, t, add + n
+    if not old then return end
+    local each, L = sn[l], sL[l]
+    for _ = 1, n / each do
+      local crosses
+      crosses, cum = log_crosses(cum, each, L)
+      if first == nil then first = crosses elseif crosses then later = later + 1 end
+    end
+  end
   for k = i, e do run_entry(k, try, commit) end
-  if add > 0 then log_append(key, W, lim, total, newest, top, t, add) end
+  if add > 0 then log_append(key, W, total, newest, top, t, add, first, later) end
 end
 
 local i = 1

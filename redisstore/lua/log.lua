@@ -50,11 +50,13 @@ local LOG_NEG_INF = -math.huge -- the base's score
 --   total   the newest entry's cum (0 for an empty set)
 --   base    the cum of the newest entry at or before t - W (nil when
 --           every entry has expired)
+--   old     whether an entry besides the base is at or before t - W:
+--           otherwise a write trims nothing (log_append)
 -- Two Redis calls whatever the log's length, reading one score: the newest
 -- entry, and the last one that expired.
 local function log_read(key, now, W)
   local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if #e == 0 then return now, 0, nil, nil, 0 end
+  if #e == 0 then return now, 0, nil, nil, 0, nil, false end
   -- A member is the base's 'b' or a cum as integer text, parsed once (x + 0;
   -- tonumber parses twice).
   local top = e[1]
@@ -62,18 +64,18 @@ local function log_read(key, now, W)
   if top ~= 'b' then total = top + 0 end
   local t = now
   if newest > now then t = newest end
-  if newest <= t - W then return t, 0, newest, top, total end
+  if newest <= t - W then return t, 0, newest, top, total, nil, true end
   -- The base's member is 'b' (cum 0); a set without an entry before its
   -- live ones (none is made) would count them all: the strict side.
   local x = t - W
   local b = call('ZREVRANGEBYSCORE', key, texts[x] or str(x), '-inf', 'LIMIT', '0', '1')
-  local base = b[1]
-  if base == nil or base == 'b' then base = 0 else base = base + 0 end
+  local base, old = b[1], true
+  if base == nil or base == 'b' then base, old = 0, false else base = base + 0 end
   -- log_units(base, total), inline: a Lua function call costs about as
   -- much as parsing a number.
   local c = total - base
   if c < 0 then c = c + LOG_CUM end
-  return t, c, newest, top, total, base
+  return t, c, newest, top, total, base, old
 end
 
 -- log_rank returns the rank of the first entry after since: the first live
@@ -125,28 +127,56 @@ local function log_unit_at(key, t, W, base, k)
   return at + 0
 end
 
--- log_append is the sliding log's commit, after log_read (total, newest,
--- top, t) under a limit of L per W µs: it trims expired entries (see
--- LOG_TRIM_EVERY), adds n units at t (a new entry, or the newest one's, if
--- that is at t; a new set starts with its base) and gives the set a TTL
--- that covers the new entry's period, t + W, plus the margin. (PEXPIREAT
--- would cost Redis less, but a deployment's ACL user would need it added
--- before an upgrade: docs/BENCHMARKS.md.)
-local function log_append(key, W, L, total, newest, top, t, n)
-  -- log_add(total, n), inline.
-  local after = total + n
-  if total >= LOG_CUM - n then after = total - (LOG_CUM - n) end
+-- log_crosses reports whether a write of n units on cum, under a count of
+-- L, takes it past a multiple of LOG_TRIM_EVERY, or of L if smaller: a
+-- write that trims (log_append). It returns the cum after the write too.
+local function log_crosses(cum, n, L)
+  -- log_add(cum, n), inline.
+  local after = cum + n
+  if cum >= LOG_CUM - n then after = cum - (LOG_CUM - n) end
   local every = LOG_TRIM_EVERY
   if L < every then every = L end
   -- x - x % every is x's multiple of every, rounded down (exact: integers
   -- below 2^53).
-  if newest ~= nil and newest > LOG_NEG_INF and after - after % every ~= total - total % every then
-    -- Entries that expire only because t moved past the newest time stay,
-    -- so that a refund that takes the request out leaves the log as it
-    -- was.
-    local x = log_rank(key, newest - W)
-    if x > 1 then call('ZREMRANGEBYRANK', key, '0', str(math.min(x, LOG_TRIM_MOST) - 2)) end
+  return after - after % every ~= cum - cum % every, after
+end
+
+-- log_append is the sliding log's commit of n units, after log_read (total,
+-- newest, top, t) under a period of W µs: it trims expired entries (see
+-- LOG_TRIM_EVERY), adds the n units at t (a new entry, or the newest one's,
+-- if that is at t; a new set starts with its base) and gives the set a TTL
+-- that covers the new entry's period, t + W, plus the margin. (PEXPIREAT
+-- would cost Redis less, but a deployment's ACL user would need it added
+-- before an upgrade: docs/BENCHMARKS.md.) first says whether the write of
+-- them all, or of the first of the admissions they are (a batch's run,
+-- batch.lua), trims (log_crosses; nil or false when log_read found nothing
+-- old to trim); later, how many of the run's other admissions do: so the
+-- run trims what its calls one by one would have.
+local function log_append(key, W, total, newest, top, t, n, first, later)
+  if (first or later > 0) and newest ~= nil and newest > LOG_NEG_INF then
+    local gone = 0
+    if first then
+      -- Entries that expire only because t moved past the newest time
+      -- stay, so that a refund that takes the request out leaves the log
+      -- as it was.
+      local x = log_rank(key, newest - W)
+      if x > 1 then gone = math.min(x, LOG_TRIM_MOST) - 1 end
+    end
+    if later > 0 then
+      -- A run's later admissions find the newest entry at t, the first's,
+      -- and each trims up to LOG_TRIM_MOST - 1 of what expired by t - W.
+      local x = log_rank(key, t - W) - gone
+      for _ = 1, later do
+        if x <= 1 then break end
+        local g = math.min(x, LOG_TRIM_MOST) - 1
+        gone, x = gone + g, x - g
+      end
+    end
+    if gone > 0 then call('ZREMRANGEBYRANK', key, '0', str(gone - 1)) end
   end
+  -- log_add(total, n), inline.
+  local after = total + n
+  if total >= LOG_CUM - n then after = total - (LOG_CUM - n) end
   local cum = format('%d', after)
   if newest == nil then
     call('ZADD', key, '-inf', 'b', str(t), cum)

@@ -58,7 +58,7 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
       end
       writes[i] = { h, lw, w }
     elseif alg == SLIDING_LOG then
-      local t, c, newest, top, total, base = log_read(key, now, W)
+      local t, c, newest, top, total, base, old = log_read(key, now, W)
       local merges
       if debit then
         ok, rem, retry, reset, add = sliding_log_debit(key, now, W, L, n, t, c, newest, base)
@@ -66,7 +66,7 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
       else
         ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, base, c)
       end
-      writes[i] = { total, newest, top, t, merges }
+      writes[i] = { total, newest, top, t, merges, old }
     else
       local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
       local nxt, cut
@@ -107,7 +107,8 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
       if alg == FIXED_WINDOW then
         windows_add(key, s[1], s[2], s[3], FIXED_WINDOW_SPAN, cost, ttl)
       elseif alg == SLIDING_LOG then
-        log_append(key, tonumber(args[j + 2]), tonumber(args[j + 3]), s[1], s[2], s[3], s[4], tonumber(cost))
+        local n = tonumber(cost)
+        log_append(key, tonumber(args[j + 2]), s[1], s[2], s[3], s[4], n, s[6] and log_crosses(s[1], n, tonumber(args[j + 3])), 0)
         if s[5] then redis.call('ZREM', key, unpack(s[5])) end
       elseif alg == SLIDING_WINDOW then
         windows_add(key, s[1], s[2], s[3], SLIDING_WINDOW_SPAN, cost, ttl)
