@@ -313,17 +313,9 @@ func TestSlidingLogCumWrapsInRuns(t *testing.T) {
 					t.Fatalf("seed %d, round %d: %v", seed, round, err)
 				}
 				for i, r := range reqs {
-					var want, inMem redlimit.Result
-					var err1, err2 error
-					if peek[i] {
-						want, err1 = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
-						inMem, err2 = mem.Peek(ctx, r.Key, r.Limit, r.Cost)
-					} else {
-						want, err1 = alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
-						inMem, err2 = mem.AllowN(ctx, r.Key, r.Limit, r.Cost)
-					}
-					if err1 != nil || err2 != nil {
-						t.Fatal(err1, err2)
+					want, inMem, err := oneByOne(ctx, alone, mem, r, peek[i])
+					if err != nil {
+						t.Fatal(err)
 					}
 					if got[i] != want || got[i] != inMem {
 						t.Fatalf("seed %d, round %d, decision %d of %d (%s cost %d, peek %v), gap %d:\nbatch       %+v\none by one  %+v\nmemory      %+v", seed, round, i, len(reqs), r.Limit, r.Cost, peek[i], gap, got[i], want, inMem)

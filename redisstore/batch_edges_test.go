@@ -288,17 +288,9 @@ func TestBatchEdgesMatchOneByOne(t *testing.T) {
 			fatalf("round %d: batch: %v", round, err)
 		}
 		for i, r := range reqs {
-			var want, inMem redlimit.Result
-			var err1, err2 error
-			if peek[i] {
-				want, err1 = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
-				inMem, err2 = mem.Peek(ctx, r.Key, r.Limit, r.Cost)
-			} else {
-				want, err1 = alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
-				inMem, err2 = mem.AllowN(ctx, r.Key, r.Limit, r.Cost)
-			}
-			if err1 != nil || err2 != nil {
-				fatalf("round %d, decision %d: %v, %v", round, i, err1, err2)
+			want, inMem, err := oneByOne(ctx, alone, mem, r, peek[i])
+			if err != nil {
+				fatalf("round %d, decision %d: %v", round, i, err)
 			}
 			if got[i] != want || got[i] != inMem {
 				fatalf("round %d, decision %d of %d (%s %s cost %d, peek %v):\nbatch       %+v\none by one  %+v\nmemory      %+v", round, i, len(reqs), r.Key, r.Limit, r.Cost, peek[i], got[i], want, inMem)

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -309,4 +310,18 @@ func TestBatchRunLongerThanAnEntry(t *testing.T) {
 			}
 		}
 	}
+}
+
+// oneByOne decides r on the unbatched store and the memory store, as a
+// peek or as an admission: what a batch's decision must answer.
+func oneByOne(ctx context.Context, alone, mem redlimit.Limiter, r redlimit.Request, peek bool) (want, inMem redlimit.Result, err error) {
+	var err1, err2 error
+	if peek {
+		want, err1 = alone.Peek(ctx, r.Key, r.Limit, r.Cost)
+		inMem, err2 = mem.Peek(ctx, r.Key, r.Limit, r.Cost)
+	} else {
+		want, err1 = alone.AllowN(ctx, r.Key, r.Limit, r.Cost)
+		inMem, err2 = mem.AllowN(ctx, r.Key, r.Limit, r.Cost)
+	}
+	return want, inMem, errors.Join(err1, err2)
 }
