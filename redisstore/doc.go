@@ -135,7 +135,8 @@
 // searches for the entry to wait for in O(log n) probes), and, when it
 // admits, trims at most fifteen expired entries (a write trims whenever
 // the units admitted pass a multiple of eight, or of the count if
-// smaller).
+// smaller; a batch's run of admissions on one log trims what they would
+// one by one, at most fifteen each).
 //
 // # Debits
 //
