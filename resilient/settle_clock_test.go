@@ -1,0 +1,44 @@
+package resilient_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/resilient"
+)
+
+// TestNoSettlingWithoutAnOutageClockBehindStart: a node that never saw an
+// outage does not settle, even when its clock (Options.Now, a wall clock
+// without a monotonic reading, such as time.Now().UTC()) reads earlier
+// than when the Limiter was made: an NTP step back right after start.
+func TestNoSettlingWithoutAnOutageClockBehindStart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	var back atomic.Int64
+	now := func() time.Time { return time.Now().UTC().Add(-time.Duration(back.Load())) }
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Nodes: fixedNodes(2), Now: now, Timeout: time.Second})
+	back.Store(int64(time.Minute))
+	lim := redlimit.PerHour(10).SlidingLog()
+	key := fmt.Sprint("k", rand.Uint64())
+	admitted := 0
+	for range 10 {
+		r, err := l.Allow(context.Background(), key, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			admitted++
+		} else {
+			t.Logf("denied: %+v", r)
+		}
+	}
+	if admitted != 10 {
+		t.Errorf("%d of 10 admitted on a healthy store, never failed; want all 10", admitted)
+	}
+}
