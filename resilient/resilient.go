@@ -209,6 +209,10 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		l.now = time.Now
 	}
 	l.mono = mono{l.now()}
+	// No settling until an outage: the zero value would be the epoch
+	// itself, which a clock without a monotonic reading (Options.Now) may
+	// read earlier than, stepped back.
+	l.settleUntil.Store(math.MinInt64)
 	if l.nodes == nil {
 		l.nodes = oneNode{}
 	}
