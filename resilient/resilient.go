@@ -239,7 +239,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		}
 		l.fallback, l.ownsFB = fb, fb
 	}
-	threshold := uint32(min(cmp.Or(opts.FailureThreshold, DefaultFailureThreshold), math.MaxUint32)) // gobreaker counts in 32 bits
+	threshold := uint32(min(int64(cmp.Or(opts.FailureThreshold, DefaultFailureThreshold)), math.MaxUint32)) // gobreaker counts in 32 bits
 	l.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "store",
 		MaxRequests: 1,
