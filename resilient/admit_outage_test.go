@@ -119,3 +119,32 @@ func TestAdmitDuringOutageIsOwed(t *testing.T) {
 func resilientOpts() resilient.Options {
 	return resilient.Options{FailureThreshold: 1, CoolDown: 20 * time.Millisecond, ReconcileSpread: -1, Timeout: time.Second}
 }
+
+// TestAdmitDuringOutageRefundIsNotOwed: what a Refund gives back of the
+// local fallback's Admit during the outage is no longer owed: the store is
+// charged the rest only.
+func TestAdmitDuringOutageRefundIsNotOwed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	ctx := context.Background()
+	var down atomic.Bool
+	l := newLimiter(t, downStore{redisStore(t, []string{srv.Addr()}), &down}, resilientOpts())
+	lim := redlimit.PerHour(10).SlidingLog()
+	key := fmt.Sprint("k", rand.Uint64())
+	down.Store(true)
+	g, err := l.Admit(ctx, []redlimit.Request{{Key: key, Limit: lim, Cost: 8}})
+	if err != nil || !g.Allowed || g.Results[0].Source != redlimit.FromLocal {
+		t.Fatalf("local admission: %+v, %v", g, err)
+	}
+	if err := l.Refund(ctx, g, []int64{5}); err != nil {
+		t.Fatal(err)
+	}
+	down.Store(false)
+	backOnStore(t, l)
+	if !waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 }) {
+		t.Fatalf("still owed: %+v", l.Reconciliation())
+	}
+	if rc := l.Reconciliation(); rc.Charged != 3 {
+		t.Errorf("reconciliation %+v: want the 3 kept of 8 charged", rc)
+	}
+}

@@ -203,6 +203,26 @@ func (ds *debts) add(key string, limit redlimit.Limit, n int64, now time.Time, s
 	ds.n.Add(1)
 }
 
+// forgive takes up to n units of key under limit off what is owed and not
+// yet taken into a charge (a Refund of what the local fallback admitted).
+func (ds *debts) forgive(key string, limit redlimit.Limit, n int64) {
+	k := limit.StateID(key)
+	sh := ds.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	d, ok := sh.m[k]
+	if !ok {
+		return
+	}
+	d.units -= min(n, d.units)
+	if d.units == 0 && d.doubt == nil && !d.busy {
+		ds.remove(sh, k)
+		ds.n.Add(-1)
+		return
+	}
+	sh.m[k] = d
+}
+
 // drop removes the stale entry k, d of sh, whose lock the caller holds,
 // counting its units as expired.
 func (ds *debts) drop(sh *mapShard[debt], k redlimit.StateID, d *debt, st *reconcileStats) {

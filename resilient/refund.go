@@ -18,6 +18,7 @@ type receipt struct {
 	store   *redlimit.Grant
 	local   *redlimit.Grant
 	localAt []int // the caller's index of each request of local
+	owed    bool  // local's admissions were owed to the store
 }
 
 // Admit implements [redlimit.Refunder] when the store does (and the
@@ -64,6 +65,15 @@ func (l *Limiter) Refund(ctx context.Context, g *redlimit.Grant, back []int64) e
 		}
 		if err := l.fallback.(redlimit.Refunder).Refund(policyContext(ctx), rc.local, lb); err != nil {
 			errs = append(errs, fmt.Errorf("resilient: refund in the fallback: %w", err))
+		} else if rc.owed && l.debts != nil {
+			// What is given back is no longer owed, as far as it has
+			// not been charged yet (a charge sent keeps it: the strict
+			// side).
+			for _, i := range rc.localAt {
+				if r := g.Requests[i]; back[i] > 0 {
+					l.debts.forgive(r.Key, r.Limit, back[i])
+				}
+			}
 		}
 	}
 	return errors.Join(errs...)

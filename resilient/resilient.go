@@ -567,6 +567,16 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 	} else if fb, ok := l.fallback.(redlimit.Refunder); ok && admit {
 		if rc.local, err = fb.Admit(ctx, local); err == nil {
 			ld = rc.local.Decision
+			if ld.Allowed {
+				// Owed as AllowAll's local admissions are; a Refund
+				// of the local Grant gives back what is still owed.
+				for _, i := range localAt {
+					if r := reqs[i]; !r.Debit {
+						l.owe(r.Key, r.Limit, r.Cost)
+					}
+				}
+				rc.owed = true
+			}
 		}
 		d.Allowed = ld.Allowed
 	} else {
