@@ -62,10 +62,12 @@ import (
 // The debts are bounded (Options.ReconcileSize states, and CacheBytes):
 // when full, a new state's units are not recorded (counted as dropped),
 // after the entries whose period has passed have been removed from a
-// sample; the states held keep being counted in full. Units whose state has
-// seen no local unit for a whole period are not charged (expired): any
-// window has drained them by then. A charge in doubt expires likewise, a
-// period after its last unit: it is not sent again after that, which is
+// sample; the states held keep being counted in full. Units are not
+// charged (expired) once the store's state would have drained them, had
+// it counted them at their last (see drained): a period after it for a
+// sliding log or a fixed window, two for a sliding window, and for a token
+// bucket the time its count refills them in, at least a period. A charge
+// in doubt expires a period after its last unit: it is not sent again after that, which is
 // within the time the store keeps its id (twice the period for
 // redisstore.Store), so a retry never finds its id forgotten.
 
@@ -110,11 +112,31 @@ type charge struct {
 // doubtBytes is what a charge in doubt is counted for in the debts' bytes.
 const doubtBytes = 128
 
+// expired reports whether a charge in doubt whose last unit was counted
+// at last is too old to be sent again at now: a period, within the life
+// of its id's marker in the store.
 func expired(limit redlimit.Limit, last, now int64) bool { return now-last >= int64(limit.Period) }
+
+// drained reports whether units owed under limit, the last counted at
+// last, would have drained from the store's state by now, had it counted
+// them then: a period for a sliding log or a fixed window, two for a
+// sliding window (the previous window's count weighs until the end of
+// the next), and for a token bucket the time its count takes to refill
+// them, at least a period.
+func drained(limit redlimit.Limit, units, last, now int64) bool {
+	horizon := float64(limit.Period)
+	switch limit.Algorithm {
+	case redlimit.SlidingWindow:
+		horizon *= 2
+	case redlimit.TokenBucket:
+		horizon = max(horizon, horizon*float64(units)/float64(limit.Count))
+	}
+	return float64(now-last) >= horizon
+}
 
 // stale reports whether nothing of d can be charged any more.
 func (d *debt) stale(now int64) bool {
-	return !d.busy && (d.units == 0 || expired(d.limit, d.last, now)) &&
+	return !d.busy && (d.units == 0 || drained(d.limit, d.units, d.last, now)) &&
 		(d.doubt == nil || expired(d.doubt.limit, d.doubt.last, now))
 }
 
@@ -148,8 +170,9 @@ type Reconciliation struct {
 	// counted by the store after all: the retry counted nothing.
 	Replayed int64
 	Dropped  int64 // units not recorded: the bound was reached
-	// Expired counts the units not charged, or whose charge in doubt was
-	// not sent again: a period passed since their last local unit.
+	// Expired counts the units not charged, their state having drained
+	// them since their last local unit, or whose charge in doubt was not
+	// sent again: a period passed since its last local unit.
 	Expired int64
 }
 
@@ -310,7 +333,7 @@ func (ds *debts) takeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt, now
 		sh.bytes -= doubtBytes
 	}
 	if d.units > 0 {
-		if expired(d.limit, d.last, now) {
+		if drained(d.limit, d.units, d.last, now) {
 			st.expired.Add(d.units)
 		} else {
 			j.fresh = &charge{key: k.Key, limit: d.limit, units: d.units, last: d.last}
