@@ -31,3 +31,35 @@ func TestHugeFailureThresholdNeverTrips(t *testing.T) {
 		}
 	}
 }
+
+// hung is a store whose calls never answer before their context ends.
+type hung struct{ redlimit.Limiter }
+
+func (hung) AllowN(ctx context.Context, _ string, _ redlimit.Limit, _ int64) (redlimit.Result, error) {
+	<-ctx.Done()
+	return redlimit.Result{}, ctx.Err()
+}
+
+func (hung) AllowAll(ctx context.Context, _ []redlimit.Request) (redlimit.Decision, error) {
+	<-ctx.Done()
+	return redlimit.Decision{}, ctx.Err()
+}
+
+// TestSubMillisecondTimeoutOpensTheBreaker: a store that does not answer
+// within Options.Timeout has failed, and the breaker counts it, even when
+// that Timeout is under a millisecond: only a caller's deadline that
+// leaves less is too short to judge the store by (Options.Timeout's
+// doc). Else a hung store never opens the breaker of such a Limiter: every
+// call waits its Timeout, and no outage is seen, so no settling follows.
+func TestSubMillisecondTimeoutOpensTheBreaker(t *testing.T) {
+	t.Parallel()
+	l := newLimiter(t, hung{redisStore(t, []string{redistest.Shared(t).Addr()})}, resilient.Options{Timeout: 500 * time.Microsecond, FailureThreshold: 3})
+	for range 5 {
+		if _, err := l.Allow(context.Background(), "k", redlimit.PerHour(10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := l.BreakerState(); s != "open" {
+		t.Errorf("breaker %s after 5 calls unanswered within the 500µs Timeout, FailureThreshold 3; want open", s)
+	}
+}
