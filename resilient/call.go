@@ -29,8 +29,9 @@ var errNoTime = errors.New("resilient: too little time left by the caller")
 var errHeld = errors.New("resilient: held behind a charge of the state")
 
 const (
-	// minBudget is the shortest store budget whose timeout counts as a
-	// store failure.
+	// minBudget is the shortest store budget, cut by the caller's
+	// deadline, whose timeout counts as a store failure (a budget of the
+	// whole Options.Timeout always counts, however short).
 	minBudget = time.Millisecond
 )
 
@@ -242,7 +243,9 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 		return errCallerGone
 	case c.held != nil && c.held.Load():
 		return fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
-	case budget < minBudget && errors.Is(err, context.DeadlineExceeded):
+	case budget < minBudget && budget < l.timeout && errors.Is(err, context.DeadlineExceeded):
+		// The caller's deadline left too little (Options.Timeout, however
+		// short, is the store's to meet).
 		return fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
