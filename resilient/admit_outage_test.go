@@ -63,7 +63,6 @@ func (s downStore) DebitOnce(ctx context.Context, req redlimit.Request, id strin
 	return s.Store.DebitOnce(ctx, req, id)
 }
 
-
 // TestAdmitDuringOutageIsOwed: what the local fallback admitted through
 // Admit (package reserve) while the store failed is owed to the store, as
 // what it admitted through Allow is (docs/RELIABILITY.md, "What is owed":
