@@ -2,6 +2,8 @@ package resilient_test
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,5 +63,24 @@ func TestSubMillisecondTimeoutOpensTheBreaker(t *testing.T) {
 	}
 	if s := l.BreakerState(); s != "open" {
 		t.Errorf("breaker %s after 5 calls unanswered within the 500µs Timeout, FailureThreshold 3; want open", s)
+	}
+}
+
+// TestHugeNodeCountKeepsAShare: whatever the NodeCounter says, a node's
+// share of a limit is at least one request (ceil(count / nodes)), and a
+// decision during an outage is answered, not failed: a count near the
+// int's bound must not overflow the rounding up.
+func TestHugeNodeCountKeepsAShare(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	down.Store(true)
+	for _, nodes := range []int{0, -5, 1 << 40, math.MaxInt - 5, math.MaxInt} {
+		l := newLimiter(t, switchable{redisStore(t, []string{redistest.Shared(t).Addr()}), &down}, resilient.Options{Nodes: fixedNodes(nodes), Timeout: time.Second})
+		for _, lim := range []redlimit.Limit{redlimit.PerHour(100), redlimit.PerHour(100).TokenBucket(100), redlimit.PerHour(100_000).SlidingLog(), redlimit.PerHour(redlimit.MaxCount)} {
+			r, err := l.Allow(context.Background(), fmt.Sprint("k", nodes, lim), lim)
+			if err != nil || !r.Allowed || r.Source != redlimit.FromLocal {
+				t.Errorf("Nodes %d, %v: %+v, %v; want the local share's admission", nodes, lim, r, err)
+			}
+		}
 	}
 }
