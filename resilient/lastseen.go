@@ -76,7 +76,7 @@ func (ls *lastSeen) startFrom(ctx context.Context, fb redlimit.Limiter, key stri
 		return
 	}
 	left := max(0, l.Max()-(s.max-s.remaining))
-	target := (left + nodes - 1) / nodes
+	target := ceilDiv(left, nodes)
 	// A few tries: concurrent local decisions of the key may consume
 	// between the look and the take.
 	for range 3 {

@@ -622,11 +622,21 @@ func (l *Limiter) startFrom(ctx context.Context, key string, limit, share redlim
 // nodes, rounded up.
 func (l *Limiter) share(lim redlimit.Limit) redlimit.Limit {
 	n := int64(max(1, l.nodes.Nodes()))
-	lim.Count = (lim.Count + n - 1) / n
+	lim.Count = ceilDiv(lim.Count, n)
 	if lim.Algorithm == redlimit.TokenBucket {
-		lim.Burst = (lim.Burst + n - 1) / n
+		lim.Burst = ceilDiv(lim.Burst, n)
 	}
 	return lim
+}
+
+// ceilDiv returns a / b rounded up, for a >= 0 and b >= 1, without the
+// overflow of (a + b - 1) / b for a b near the int64's bound.
+func ceilDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 {
+		q++
+	}
+	return q
 }
 
 // Peek implements [redlimit.Limiter], with the same deadline, breaker and
