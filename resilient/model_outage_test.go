@@ -1,0 +1,260 @@
+package resilient_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/resilient"
+)
+
+// flaky is a redisstore.Store whose calls fail as its test says: a key's
+// calls fail while the key is down (every key, or some: a Cluster master's
+// keys), and a charge (DebitOnce) may lose its reply after Redis counted
+// it (a timeout: outcome unknown).
+type flaky struct {
+	*redisstore.Store
+	mu       sync.Mutex
+	down     map[string]bool // keys down; "*": all
+	loseNext int             // the next charges to count and then fail
+	charges  []string        // what DebitOnce was called with, and did
+}
+
+var errLost = errors.New("reply lost")
+
+func (s *flaky) isDown(keys ...string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down["*"] {
+		return true
+	}
+	for _, k := range keys {
+		if s.down[k] {
+			return true
+		}
+	}
+	return false
+}
+
+func reqKeys(reqs []redlimit.Request) []string {
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		keys[i] = r.Key
+	}
+	return keys
+}
+
+func (s *flaky) AllowN(ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+	if s.isDown(key) {
+		return redlimit.Result{}, errDown
+	}
+	return s.Store.AllowN(ctx, key, l, n)
+}
+
+func (s *flaky) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
+	if s.isDown(reqKeys(reqs)...) {
+		return redlimit.Decision{}, errDown
+	}
+	return s.Store.AllowAll(ctx, reqs)
+}
+
+func (s *flaky) Peek(ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+	if s.isDown(key) {
+		return redlimit.Result{}, errDown
+	}
+	return s.Store.Peek(ctx, key, l, n)
+}
+
+func (s *flaky) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.Grant, error) {
+	if s.isDown(reqKeys(reqs)...) {
+		return nil, errDown
+	}
+	return s.Store.Admit(ctx, reqs)
+}
+
+func (s *flaky) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
+	if s.isDown(reqKeys(g.Requests)...) {
+		return errDown
+	}
+	return s.Store.Refund(ctx, g, back)
+}
+
+func (s *flaky) DebitOnce(ctx context.Context, req redlimit.Request, id string) (redlimit.Result, bool, error) {
+	if s.isDown(req.Key) {
+		return redlimit.Result{}, false, errDown
+	}
+	r, counted, err := s.Store.DebitOnce(ctx, req, id)
+	s.mu.Lock()
+	lose := s.loseNext > 0
+	if lose {
+		s.loseNext--
+	}
+	s.mu.Unlock()
+	s.mu.Lock()
+	s.charges = append(s.charges, fmt.Sprintf("%s %s %d counted=%v err=%v lost=%v", req.Key[:2], id[:4], req.Cost, counted, err, lose))
+	s.mu.Unlock()
+	if err == nil && lose {
+		return redlimit.Result{}, false, errLost
+	}
+	return r, counted, err
+}
+
+// TestRandomOutagesOneNode: one node, a few keys under a sliding log of an
+// hour (nothing drains during the test), and random steps: the store down
+// for every key, for some keys only (the breaker may stay closed), or up;
+// charges whose reply is lost after Redis counted them; decisions by
+// Allow, AllowN, Admit then a Refund of part of it, Peek. However they
+// fall, the node never admits more than the limit (net of what Refunds
+// gave back), and once every debt is charged Redis has counted at least
+// what was admitted, and no more than that plus what the local fallback
+// gave back after its units were charged.
+func TestRandomOutagesOneNode(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	seeds := 40
+	if testing.Short() {
+		seeds = 10
+	}
+	if n, err := strconv.Atoi(os.Getenv("REDLIMIT_SEEDS")); err == nil {
+		seeds = n // a longer hunt
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0xa77ac4))
+			ctx := context.Background()
+			store := &flaky{Store: redisStore(t, []string{srv.Addr()}), down: map[string]bool{}}
+			l := newLimiter(t, store, resilient.Options{
+				FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond, ReconcileSpread: -1, Timeout: time.Second,
+				Settle: time.Hour,
+			})
+			lim := redlimit.PerHour(int64(5 + rng.IntN(40))).SlidingLog()
+			keys := []string{fmt.Sprint("a", rng.Uint64()), fmt.Sprint("b", rng.Uint64()), fmt.Sprint("c", rng.Uint64())}
+			net := map[string]int64{}
+			// What the breaker's probe admitted: it charges nothing owed
+			// first (docs/RELIABILITY.md, "When": one decision per node
+			// and outage that does not see the debt).
+			probed := map[string]int64{}
+			given := map[string]int64{} // given back by the local fallback
+			var log []string
+			check := func(step int) {
+				for _, k := range keys {
+					if net[k] > lim.Count+probed[k] {
+						t.Fatalf("step %d: %s: %d admitted net, limit %d, %d by probes\n%v", step, k, net[k], lim.Count, probed[k], log)
+					}
+				}
+			}
+			for step := range 150 {
+				switch p := rng.IntN(100); {
+				case p < 8:
+					store.mu.Lock()
+					clear(store.down)
+					store.down["*"] = true
+					store.mu.Unlock()
+					log = append(log, "all down")
+				case p < 14:
+					store.mu.Lock()
+					clear(store.down)
+					k := keys[rng.IntN(len(keys))]
+					store.down[k] = true
+					store.mu.Unlock()
+					log = append(log, k+" down")
+				case p < 24:
+					store.mu.Lock()
+					clear(store.down)
+					store.mu.Unlock()
+					log = append(log, "up")
+					time.Sleep(2 * time.Millisecond) // past the breaker's cool-down, sometimes
+
+				case p < 28:
+					store.mu.Lock()
+					store.loseNext = 1 + rng.IntN(2)
+					store.mu.Unlock()
+					log = append(log, "lose charges")
+				case p < 34:
+					k := keys[rng.IntN(len(keys))]
+					if _, err := l.Peek(ctx, k, lim, 1); err != nil {
+						t.Fatal(err)
+					}
+				case p < 70:
+					k := keys[rng.IntN(len(keys))]
+					n := int64(1 + rng.IntN(3))
+					probe := l.BreakerState() != "closed"
+					r, err := l.AllowN(ctx, k, lim, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r.Allowed {
+						net[k] += n
+						if probe && r.Source == redlimit.FromStore {
+							probed[k] += n
+						}
+					}
+					log = append(log, fmt.Sprintf("allow %s %d: %v %s", k, n, r.Allowed, r.Source))
+				default:
+					k := keys[rng.IntN(len(keys))]
+					n := int64(1 + rng.IntN(3))
+					probe := l.BreakerState() != "closed"
+					g, err := l.Admit(ctx, []redlimit.Request{{Key: k, Limit: lim, Cost: n}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if probe && g.Allowed && g.Results[0].Source == redlimit.FromStore {
+						probed[k] += n
+					}
+					log = append(log, fmt.Sprintf("admit %s %d: %v %s", k, n, g.Allowed, g.Results[0].Source))
+					if !g.Allowed {
+						break
+					}
+					net[k] += n
+					if rng.IntN(2) == 0 {
+						back := rng.Int64N(n + 1)
+						if err := l.Refund(ctx, g, []int64{back}); err == nil {
+							net[k] -= back
+							if g.Results[0].Source == redlimit.FromLocal {
+								given[k] += back
+							}
+							log = append(log, fmt.Sprintf("refund %d", back))
+						} else {
+							log = append(log, fmt.Sprintf("refund %d failed", back))
+						}
+					}
+				}
+				check(step)
+			}
+			store.mu.Lock()
+			clear(store.down)
+			store.loseNext = 0
+			store.mu.Unlock()
+			backOnStore(t, l)
+			for _, k := range keys {
+				l.Peek(ctx, k, lim, 1) // charges what k owes, in doubt included
+			}
+			if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Pending == 0 }) {
+				t.Fatalf("still owed: %+v", l.Reconciliation())
+			}
+			for _, k := range keys {
+				r, err := store.Store.Peek(ctx, k, lim, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Allowed {
+					continue // at or above the limit: Redis does not say by how much
+				}
+				used := lim.Count - r.Remaining - 1 // Peek's Remaining is after its cost of 1
+
+				if used < net[k] || used > net[k]+given[k] {
+					t.Errorf("%s: Redis counts %d, admitted %d net (%d given back locally); reconciliation %+v\n%v\ncharges %q", k, used, net[k], given[k], l.Reconciliation(), log, store.charges)
+				}
+			}
+		})
+	}
+}
