@@ -147,3 +147,39 @@ func TestAdmitDuringOutageRefundIsNotOwed(t *testing.T) {
 		t.Errorf("reconciliation %+v: want the 3 kept of 8 charged", rc)
 	}
 }
+
+// TestResetDropsWhatIsOwed: a Reset of a key on this node resets it in
+// the store, the fallback and the caches, and drops what this node owes
+// for it: else the debt of an outage before the Reset is charged to the
+// key just reset, and its clients denied what the Reset gave them.
+func TestResetDropsWhatIsOwed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	ctx := context.Background()
+	var down atomic.Bool
+	opts := resilientOpts()
+	opts.ReconcileSpread = time.Hour // no charge in the background during the test
+	l := newLimiter(t, downStore{redisStore(t, []string{srv.Addr()}), &down}, opts)
+	lim := redlimit.PerHour(10).SlidingLog()
+	key := fmt.Sprint("k", rand.Uint64())
+	down.Store(true)
+	admitLocally(t, l, key, lim, 5)
+	down.Store(false)
+	backOnStore(t, l)
+	if err := l.Reset(ctx, key, lim); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 12 {
+		r, err := l.Allow(ctx, key, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Errorf("%d admitted after a Reset, want the limit of 10; reconciliation %+v", admitted, l.Reconciliation())
+	}
+}
