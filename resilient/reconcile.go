@@ -246,6 +246,33 @@ func (ds *debts) forgive(key string, limit redlimit.Limit, n int64) {
 	sh.m[k] = d
 }
 
+// forget drops what is owed for the state of key and limit (a Reset of
+// it), but a charge being sent, which settles as it would have.
+func (ds *debts) forget(key string, limit redlimit.Limit) {
+	k := limit.StateID(key)
+	sh := ds.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	d, ok := sh.m[k]
+	if !ok {
+		return
+	}
+	if d.busy {
+		d.units = 0
+		if d.doubt != nil {
+			d.doubt = nil
+			sh.bytes -= doubtBytes
+		}
+		sh.m[k] = d
+		return
+	}
+	if d.doubt != nil {
+		sh.bytes -= doubtBytes
+	}
+	ds.remove(sh, k)
+	ds.n.Add(-1)
+}
+
 // drop removes the stale entry k, d of sh, whose lock the caller holds,
 // counting its units as expired.
 func (ds *debts) drop(sh *mapShard[debt], k redlimit.StateID, d *debt, st *reconcileStats) {

@@ -672,8 +672,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 }
 
 // Reset implements [redlimit.Limiter]: it resets the key in the store, the
-// fallback and the deny cache. A store failure is returned: there is no
-// policy for a reset.
+// fallback and the deny cache, and, once the store has reset it, drops
+// what this node owes the store for it (see Reconciliation). A store
+// failure is returned: there is no policy for a reset.
 func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) error {
 	if err := redlimit.ValidateRequest(key, limit, 1); err != nil {
 		return fmt.Errorf("resilient: %w", err)
@@ -691,6 +692,11 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 	defer cancel()
 	if err := l.store.Reset(cctx, key, limit); err != nil {
 		return fmt.Errorf("%w: reset: %w", ErrStore, err)
+	}
+	if l.debts != nil {
+		// What this node owes the key is owed to the state just reset
+		// no more (other nodes' debts are charged still).
+		l.debts.forget(key, limit)
 	}
 	return nil
 }
