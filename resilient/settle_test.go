@@ -333,8 +333,10 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 			const settle = 2 * time.Second
 			var n atomic.Int64
 			store := &every{Limiter: redisStore(t, []string{srv.Addr()}), n: &n}
+			// A Timeout no call of a busy machine reaches: only the
+			// failures the store makes up count.
 			a := newLimiter(t, store, resilient.Options{
-				Nodes: fixedNodes(2), Settle: settle,
+				Nodes: fixedNodes(2), Settle: settle, Timeout: 10 * time.Second,
 				FailureThreshold: 3, CoolDown: 20 * time.Millisecond, ReconcileSpread: -1,
 			})
 			open := redlimit.PerHour(1_000_000).OnFailure(redlimit.FailOpen)
