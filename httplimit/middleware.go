@@ -1,9 +1,11 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
@@ -24,15 +26,18 @@ type Options struct {
 	OnDenied func(w http.ResponseWriter, r *http.Request, d Denial)
 
 	// OnError writes the response when the request cannot be decided: a
-	// rule's key function failed (err is a *[KeyError]), or the limiter
-	// failed and FailClosed is set. nil means [WriteError].
+	// rule's key function failed (err is a *[KeyError]), the limiter
+	// failed and FailClosed is set, or the request's context ended before
+	// the limiter decided. nil means [WriteError].
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 
 	// FailClosed makes a limiter error (Redis unreachable, a deadline)
 	// refuse the request through OnError, by default with 503. Otherwise
 	// the request is served without limits, and the error logged: failing
-	// open. A resilient limiter in front of the store can choose more
-	// finely; this is the last line.
+	// open. A request whose own context ends before the limiter decides
+	// (its client went away) is refused either way, through OnError. A
+	// resilient limiter in front of the store can choose more finely; this
+	// is the last line.
 	FailClosed bool
 
 	// Logger receives limiter errors (level Error), shadow rules that would
@@ -97,6 +102,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 	v, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
 	if err != nil {
+		if cerr := ended(ctx); cerr != nil {
+			// The request ended (its client went away, or its deadline
+			// passed) before the limiter decided: not served, unlimited
+			// or otherwise, or a client would get its work done past its
+			// limit by giving up on each request.
+			m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: the request ended before the limiter decided", requestAttrs(r, slog.Any("err", err))...)
+			m.onError(w, r, err)
+			return
+		}
 		if m.opts.FailClosed {
 			m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; refusing the request", requestAttrs(r, slog.Any("err", err))...)
 			m.onError(w, r, err)
@@ -146,6 +160,18 @@ func denial(v *ruleset.Verdict[*http.Request]) Denial {
 		d.Rule, d.Limit, d.Result = w.Name, w.Limit, v.Results[worst]
 	}
 	return d
+}
+
+// ended returns the error of ctx if it has ended or reached its deadline,
+// or nil.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // requestAttrs returns the log attributes of r, then extra.
