@@ -10,6 +10,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/ratelimitfield"
 	"github.com/redlimit/redlimit/reserve"
 )
 
@@ -45,7 +46,9 @@ func Example() {
 				return
 			}
 			if !res.OK() {
-				w.Header().Set("Retry-After", strconv.Itoa(int(res.RetryAfter().Seconds()+0.999)))
+				if ra, ok := ratelimitfield.RetryAfterValue(res.RetryAfter()); ok {
+					w.Header().Set("Retry-After", ra) // whole seconds, rounded up
+				}
 				http.Error(w, "token budget spent", http.StatusTooManyRequests)
 				return
 			}
