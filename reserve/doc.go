@@ -70,10 +70,14 @@
 //
 // A reservation neither settled nor released within [Options.Timeout] is
 // released by the Ledger: one goroutine keeps the pending reservations in a
-// heap by deadline. A Settle after that waits for that release, debits the
-// whole real cost and returns an error wrapping [ErrExpired]: the cost is
-// counted (once: a second Settle returns [ErrSettled]), and the caller
-// learns its Timeout is shorter than its work. A Settle racing the release
+// heap by deadline. A Settle after that waits for that release (within
+// CallTimeout), debits the whole real cost and returns an error wrapping
+// [ErrExpired]: the cost is counted (once: a second Settle returns
+// [ErrSettled]), and the caller learns its Timeout is shorter than its
+// work. The Ledger gives expired reservations back one at a time; one past
+// its deadline whose turn has not come is settled (or released) by its
+// holder as a pending one is, and the Ledger skips it, so no Settle waits
+// for the releases of others. A Settle racing the release
 // ends the same either way: the key has counted the real cost. Choose a Timeout
 // longer than the longest work, since a release gives back budget for work
 // that may still be running.

@@ -16,6 +16,7 @@ const (
 	pending state = iota // reserved, in the Ledger's heap
 	denied               // the store denied it: nothing consumed
 	settled              // settled or released
+	due                  // past its deadline, taken out of the heap; the Ledger has not begun its release
 	expired              // released by the Ledger at its deadline
 )
 
@@ -106,6 +107,11 @@ func (r *Reservation) SettleEach(ctx context.Context, actual []int64) error {
 		return ErrDenied
 	case settled:
 		return ErrSettled
+	case due:
+		// Past its deadline, but the Ledger had not begun to give it
+		// back: it never will, and the reservation is settled here as a
+		// pending one is, without waiting for the releases before it.
+		errs = append(errs, fmt.Errorf("reserve: settle: %w", ErrExpired))
 	case expired:
 		// The estimate is given back (within CallTimeout): the work done
 		// is counted whole.
@@ -130,7 +136,7 @@ func (r *Reservation) SettleEach(ctx context.Context, actual []int64) error {
 // does nothing (and returns nil) when the reservation was denied, settled,
 // released or expired already, so it can be deferred right after Reserve.
 func (r *Reservation) Release(ctx context.Context) error {
-	if was, _ := r.ledger.take(r, settled); was != pending {
+	if was, _ := r.ledger.take(r, settled); was != pending && was != due {
 		return nil
 	}
 	return r.giveBack(ctx, r.estimates())

@@ -60,7 +60,9 @@ type Options struct {
 	Now func() time.Time
 	// OnExpire, if set, is called after the Ledger released a reservation
 	// at its timeout, with the error of the release (nil if it gave the
-	// estimate back), for metrics or logs. It is called from the Ledger's
+	// estimate back), for metrics or logs; not for one past its timeout
+	// that a Settle or Release reached before the Ledger did (the Settle's
+	// error wraps ErrExpired all the same). It is called from the Ledger's
 	// goroutine and must not block.
 	OnExpire func(r *Reservation, err error)
 }
@@ -203,9 +205,10 @@ func (l *Ledger) signal() {
 }
 
 // take moves r to state to if it is pending (removing it from the pending
-// reservations) or expired (its settle after the timeout, made once); it
-// reports the state r was in and, if expired, the channel closed once the
-// Ledger has given its estimate back.
+// reservations), due (the Ledger will then not release it) or expired (its
+// settle after the timeout, made once); it reports the state r was in and,
+// if expired, the channel closed once the Ledger has given its estimate
+// back.
 func (l *Ledger) take(r *Reservation, to state) (state, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -214,7 +217,7 @@ func (l *Ledger) take(r *Reservation, to state) (state, <-chan struct{}) {
 	case pending:
 		r.state = to
 		l.pending.remove(r)
-	case expired:
+	case due, expired:
 		r.state = to
 	}
 	return was, r.released
@@ -241,21 +244,31 @@ func (l *Ledger) run() {
 // and returns how long until the next one is due (an hour if none is).
 func (l *Ledger) releaseExpired() time.Duration {
 	now := l.now()
-	var due []*Reservation
+	var dues []*Reservation
 	l.mu.Lock()
 	for len(l.pending) > 0 && !l.pending[0].deadline.After(now) {
 		r := l.pending[0]
 		l.pending.remove(r)
-		r.state = expired
-		r.released = make(chan struct{})
-		due = append(due, r)
+		r.state = due
+		dues = append(dues, r)
 	}
 	next := time.Hour
 	if len(l.pending) > 0 {
 		next = min(next, l.pending[0].deadline.Sub(now))
 	}
 	l.mu.Unlock()
-	for _, r := range due {
+	// One at a time: a Settle or Release of a reservation whose turn has
+	// not come takes it over (see take), so that none waits for the
+	// releases before its own, each of up to CallTimeout.
+	for _, r := range dues {
+		l.mu.Lock()
+		if r.state != due {
+			l.mu.Unlock()
+			continue
+		}
+		r.state = expired
+		r.released = make(chan struct{})
+		l.mu.Unlock()
 		err := r.giveBack(context.Background(), r.estimates())
 		close(r.released)
 		if l.onExpire != nil {
