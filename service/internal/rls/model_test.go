@@ -1,0 +1,323 @@
+package rls
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// modelRules are fixed windows of an hour, counted as admissions, so that a
+// simple reading of the file predicts every answer: the clock never moves.
+const modelRules = `domain: m
+algorithm: fixed_window
+counting: admission
+descriptors:
+  - key: a
+    rate_limit: {name: ra, unit: hour, requests_per_unit: 3}
+  - key: b
+    value: x
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: b
+    rate_limit: {unit: hour, requests_per_unit: 4}
+  - key: q1
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: q2
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: d
+    rate_limit: {unit: hour, requests_per_unit: 0}
+  - key: u
+    rate_limit: {unlimited: true}
+  - key: r
+    rate_limit: {unit: hour, requests_per_unit: 5, replaces: [{name: ra}]}
+  - key: w
+    value: "x*"
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: s
+    value: "x*"
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 3, counting: debit}
+  - key: ks
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2, counting: debit}
+  - key: kq
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 2, counting: debit}
+  - key: au
+    rate_limit: {unit: hour, requests_per_unit: 3, counting: auto}
+  - key: sq
+    value: x
+    shadow_mode: true
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+
+// modelRule is what the reference reads of a rule of modelRules.
+type modelRule struct {
+	limit                             int64
+	shadow, quota, denyAll, unlimited bool
+	name                              string
+	replaces                          string
+	share                             bool
+	counting                          string
+}
+
+// modelMatch is the reference's reading of modelRules: the rule a
+// one-entry descriptor matches, and the key its count is kept under.
+func modelMatch(k, v string) (*modelRule, string) {
+	key := k + "=" + v
+	switch k {
+	case "a":
+		return &modelRule{limit: 3, name: "ra"}, key
+	case "b":
+		if v == "x" {
+			return &modelRule{limit: 2, shadow: true}, key
+		}
+		return &modelRule{limit: 4}, key
+	case "q1":
+		return &modelRule{limit: 2, quota: true}, key
+	case "q2":
+		return &modelRule{limit: 3, quota: true}, key
+	case "d":
+		return &modelRule{denyAll: true}, key
+	case "u":
+		return &modelRule{unlimited: true}, key
+	case "r":
+		return &modelRule{limit: 5, replaces: "ra"}, key
+	case "w":
+		if strings.HasPrefix(v, "x") {
+			return &modelRule{limit: 2}, key
+		}
+	case "s":
+		if strings.HasPrefix(v, "x") {
+			return &modelRule{limit: 3}, "s=x*"
+		}
+	case "k":
+		return &modelRule{limit: 3, counting: "debit"}, key
+	case "ks":
+		return &modelRule{limit: 2, shadow: true, counting: "debit"}, key
+	case "kq":
+		return &modelRule{limit: 2, quota: true, counting: "debit"}, key
+	case "au":
+		return &modelRule{limit: 3, counting: "auto"}, key
+	case "sq":
+		if v == "x" {
+			return &modelRule{limit: 1, shadow: true, quota: true}, key
+		}
+	}
+	return nil, ""
+}
+
+type modelItem struct {
+	desc    int
+	key     string
+	rule    *modelRule
+	cost    int64 // 0: a check
+	role    int   // 0 enforced, 1 quota, 2 shadow
+	debit   bool
+	allowed bool
+}
+
+// modelDecide answers a request as the package documentation says, on
+// counts, and updates them: it returns the overall code and each status.
+func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, reqHits uint32, quotaMode, shadowAll bool) (bool, []bool) {
+	replaced := map[string]bool{}
+	rules := make([]*modelRule, len(descs))
+	keys := make([]string, len(descs))
+	for i, d := range descs {
+		rules[i], keys[i] = modelMatch(d.Entries[0].Key, d.Entries[0].Value)
+		if rules[i] != nil && rules[i].replaces != "" {
+			replaced[rules[i].replaces] = true
+		}
+	}
+	var items []*modelItem
+	quotaFree := false
+	for i, d := range descs {
+		r := rules[i]
+		if r == nil || (!r.unlimited && r.name != "" && replaced[r.name]) {
+			quotaFree = quotaFree || quotaMode
+			continue
+		}
+		if r.unlimited {
+			continue
+		}
+		cost := int64(max(1, reqHits))
+		if d.HitsAddend != nil {
+			cost = int64(d.HitsAddend.Value)
+		}
+		role := 0
+		switch {
+		case r.shadow || shadowAll:
+			role = 2
+		case r.quota || quotaMode:
+			role = 1
+		}
+		debit := cost > 0 && (r.counting == "debit" || r.counting == "auto" && d.HitsAddend != nil)
+		items = append(items, &modelItem{desc: i, key: keys[i], rule: r, cost: cost, role: role, debit: debit})
+	}
+	fits := func(key string, limit, cost int64) bool { return counts[key]+cost <= limit }
+	// Checks and deny-alls first.
+	enforcedDenied, quotaRoom, consumingQuotas, anyQuota := false, quotaFree, 0, false
+	for _, it := range items {
+		anyQuota = anyQuota || it.role == 1
+		switch {
+		case it.rule.denyAll:
+			it.allowed = false
+		case it.cost == 0:
+			it.allowed = fits(it.key, it.rule.limit, 1)
+		default:
+			if it.role == 1 {
+				consumingQuotas++
+			}
+			continue
+		}
+		if it.role == 1 && it.allowed {
+			quotaRoom = true
+		}
+		if it.role == 0 && !it.allowed {
+			enforcedDenied = true
+		}
+	}
+	// Consuming limits, merged by key.
+	type group struct {
+		key   string
+		limit int64
+		cost  int64
+		role  int
+		debit bool
+		items []*modelItem
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, it := range items {
+		if it.rule.denyAll || it.cost == 0 {
+			continue
+		}
+		g := byKey[it.key]
+		if g == nil {
+			g = &group{key: it.key, limit: it.rule.limit, role: it.role}
+			byKey[it.key] = g
+			groups = append(groups, g)
+		}
+		g.cost += it.cost
+		g.role = min(g.role, it.role)
+		g.debit = g.debit || it.debit
+		g.items = append(g.items, it)
+	}
+	if quotaRoom {
+		for _, g := range groups {
+			if g.role == 1 {
+				g.role = 2
+			}
+		}
+	}
+	denied := enforcedDenied || (anyQuota && !quotaRoom && consumingQuotas == 0)
+	fitsNow := map[*group]bool{}
+	for _, g := range groups {
+		ok := fits(g.key, g.limit, g.cost)
+		fitsNow[g] = ok
+		for _, it := range g.items {
+			it.allowed = ok
+		}
+	}
+	if !denied {
+		quotas, quotasOK := 0, 0
+		for _, g := range groups {
+			if g.role == 0 && !fitsNow[g] {
+				denied = true
+			}
+			if g.role == 1 {
+				quotas++
+				if fitsNow[g] {
+					quotasOK++
+				}
+			}
+		}
+		if quotas > 0 && quotasOK == 0 {
+			denied = true
+		}
+	}
+	for _, g := range groups {
+		if g.debit || (!denied && fitsNow[g]) {
+			counts[g.key] += g.cost
+		}
+	}
+	statuses := make([]bool, len(descs))
+	for i := range statuses {
+		statuses[i] = true
+	}
+	for _, it := range items {
+		statuses[it.desc] = it.allowed || it.role == 2
+	}
+	return !denied, statuses
+}
+
+// TestModelDecisions compares the service's answers with modelDecide's, a
+// direct reading of the package documentation, over random requests to
+// modelRules: overall code, every status.
+func TestModelDecisions(t *testing.T) {
+	t.Parallel()
+	cands := [][2]string{{"a", "x"}, {"a", "y"}, {"b", "x"}, {"b", "y"}, {"q1", "x"}, {"q2", "x"},
+		{"d", "x"}, {"u", "x"}, {"r", "x"}, {"w", "x"}, {"w", "xz"}, {"w", "y"}, {"s", "x"}, {"s", "xz"}, {"sq", "x"}, {"z", "x"}, {"s", "x*"}, {"w", "x*"}, {"k", "x"}, {"k", "y"}, {"ks", "x"}, {"kq", "x"}, {"au", "x"}}
+	for seed := range uint64(3000) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		quotaMode, shadowAll := seed%3 == 1, seed%5 == 4
+		f := newFixture(t, Options{QuotaMode: quotaMode, Shadow: shadowAll})
+		f.svc.SetConfig(parsed(t, modelRules))
+		counts := map[string]int64{}
+		var log []string
+		for step := range 30 {
+			n := 1 + rng.IntN(4)
+			var descs []*rlpb.RateLimitDescriptor
+			for range n {
+				c := cands[rng.IntN(len(cands))]
+				d := desc(c[0], c[1])
+				switch x := rng.IntN(10); {
+				case x == 0:
+					d.HitsAddend = wrapperspb.UInt64(0)
+				case x <= 2:
+					d.HitsAddend = wrapperspb.UInt64(uint64(1 + rng.IntN(3)))
+				}
+				descs = append(descs, d)
+			}
+			reqHits := uint32(rng.IntN(3))
+			req := &pb.RateLimitRequest{Domain: "m", Descriptors: descs, HitsAddend: reqHits}
+			var b strings.Builder
+			fmt.Fprintf(&b, "hits %d:", reqHits)
+			for _, d := range descs {
+				fmt.Fprintf(&b, " %s=%s", d.Entries[0].Key, d.Entries[0].Value)
+				if d.HitsAddend != nil {
+					fmt.Fprintf(&b, "(+%d)", d.HitsAddend.Value)
+				}
+			}
+			log = append(log, b.String())
+			wantOK, wantSt := modelDecide(counts, descs, reqHits, quotaMode, shadowAll)
+			resp := f.do(req)
+			got := sig(resp)
+			want := "O:"
+			if !wantOK {
+				want = "X:"
+			}
+			for _, ok := range wantSt {
+				if ok {
+					want += "O"
+				} else {
+					want += "X"
+				}
+			}
+			if got != want {
+				t.Fatalf("seed %d (quota mode %t, shadow %t) step %d: got %s, want %s\nrequests:\n  %s\ncounts after (model): %v",
+					seed, quotaMode, shadowAll, step, got, want, strings.Join(log, "\n  "), counts)
+			}
+		}
+	}
+}
