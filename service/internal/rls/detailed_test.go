@@ -409,3 +409,39 @@ func TestDetailedHeldLabelAllocs(t *testing.T) {
 		t.Errorf("reporting through a slot: %v allocations", got)
 	}
 }
+
+// A configuration reload that removes a detailed_metric rule gives back
+// the labels it held: its series are dropped, and the slots count no more
+// against MaxDetailedSeries, so that the rules of the new configuration
+// get labels. (They kept the labels for ever: after a reload that removed
+// or renamed the detailed rules that held them all, no detailed rule
+// could ever get one, and /metrics kept the series of rules gone.)
+func TestDetailedReloadGivesBackLabels(t *testing.T) {
+	t.Parallel()
+	old := rule("d.old", "", redlimit.PerMinute(1_000_000), "minute")
+	old.DetailedMetric = true
+	obs := newSeriesObserver()
+	f := newFixture(t, Options{Observer: obs, MaxDetailedSeries: 4, MaxDetailedSeriesPerRule: 4}, domain("d", node("old", "", old)))
+	for i := range 4 {
+		for range 3 {
+			f.do(request("d", desc("old", fmt.Sprint(i))))
+		}
+	}
+	if !obs.isLive("d", "d.old_3") {
+		t.Fatalf("before the reload, d.old_3 has no series: %v", obs.live)
+	}
+	cur := rule("d.new", "", redlimit.PerMinute(1_000_000), "minute")
+	cur.DetailedMetric = true
+	f.svc.SetConfig(mustConfig(t, domain("d", node("new", "", cur))))
+	for range 20 {
+		f.do(request("d", desc("new", "x")))
+	}
+	if got := obs.labelOf("x"); got != "d.new_x" {
+		t.Errorf("after the reload, value x of the new detailed rule is counted under %q, want d.new_x", got)
+	}
+	for i := range 4 {
+		if l := "d.old_" + fmt.Sprint(i); obs.isLive("d", l) {
+			t.Errorf("after the reload, the series of %s, a rule gone, is still live", l)
+		}
+	}
+}
