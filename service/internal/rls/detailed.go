@@ -72,6 +72,9 @@ type detailedLabels struct {
 	held  sync.Map     // label → *detailedSlot, the labels holding a slot
 	rules sync.Map     // rule path → *detailedRule
 	n     atomic.Int64 // slots of every rule, until dropped
+	// labelled holds the paths of the rules that the configuration last
+	// set names by the request's values (see prune); nil until then.
+	labelled atomic.Pointer[map[string]bool]
 }
 
 // detailedRule is the slots and counts of one detailed_metric rule.
@@ -84,6 +87,7 @@ type detailedRule struct {
 	slots  []*detailedSlot // the labels holding a slot
 	cands  candidates      // the labels that missed
 	misses int             // since the last decay
+	gone   bool            // pruned: the configuration names it by values no more
 }
 
 // detailedSlot is one label's slot. Its label is reported through it
@@ -136,6 +140,9 @@ func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string
 	r := v.(*detailedRule)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if m := d.labelled.Load(); r.gone || m != nil && !(*m)[rule.Path] {
+		return rule.Path, nil // a request of a configuration replaced since
+	}
 	if v, ok := d.held.Load(l); ok { // won meanwhile
 		sl := v.(*detailedSlot)
 		sl.hits.Add(1)
@@ -277,4 +284,51 @@ func fnv64a(s string) uint64 {
 		h *= prime
 	}
 	return h
+}
+
+// prune gives back the slots of the rules that c does not name by the
+// request's values (a rule removed, renamed, or no longer detailed), their
+// labels dropped from o, so that they count no more against the caps and
+// their series leave the metrics. The rules c keeps keep their labels.
+// Requests still in flight with the configuration before c take no new
+// slot for the rules pruned: miss checks labelled, set first, under the
+// rule's lock, which prune takes.
+func (d *detailedLabels) prune(c *config.Config, o Observer) {
+	keep := labelledPaths(c)
+	d.labelled.Store(&keep)
+	d.rules.Range(func(k, v any) bool {
+		if keep[k.(string)] {
+			return true
+		}
+		r := v.(*detailedRule)
+		r.mu.Lock()
+		r.gone = true
+		for len(r.slots) > 0 {
+			r.lose(len(r.slots)-1, o)
+		}
+		r.mu.Unlock()
+		d.rules.CompareAndDelete(k, v)
+		return true
+	})
+}
+
+// labelledPaths returns the paths of the rules of c whose metrics may be
+// named by the request's values: detailed_metric, or value_to_metric on a
+// level of the way to them ([config.Rule.MetricName]).
+func labelledPaths(c *config.Config) map[string]bool {
+	m := map[string]bool{}
+	var walk func(ds []*config.Descriptor, values bool)
+	walk = func(ds []*config.Descriptor, values bool) {
+		for _, d := range ds {
+			v := values || d.ValueToMetric
+			if d.Rule != nil && (d.Rule.DetailedMetric || v) {
+				m[d.Rule.Path] = true
+			}
+			walk(d.Descriptors, v)
+		}
+	}
+	for _, dom := range c.Domains {
+		walk(dom.Descriptors, false)
+	}
+	return m
 }

@@ -122,6 +122,9 @@
 // that loses its slot is dropped from an Observer that implements
 // [LabelDropper] (the service's metrics delete its series), before another
 // label takes the slot: the series stay within the caps at every moment.
+// A configuration reload gives back the labels of the rules it no longer
+// names by values (removed, renamed, no longer detailed), dropped the same
+// way; the rules it keeps keep theirs.
 //
 // # Shadow mode
 //

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +27,9 @@ type Service struct {
 
 	opts Options
 	cfg  atomic.Pointer[config.Config]
+	// setMu orders SetConfig's calls, each storing the configuration and
+	// pruning the detailed labels for it.
+	setMu sync.Mutex
 
 	detailed detailedLabels
 }
@@ -44,10 +48,16 @@ func New(opts Options) (*Service, error) {
 
 // SetConfig makes c the configuration of every request that starts from now
 // on; requests in flight finish with the one they started with. A nil c is
-// ignored: the service never goes back to having no configuration.
+// ignored: the service never goes back to having no configuration. The
+// detailed_metric labels of rules that c no longer names by values (a rule
+// removed, renamed or no longer detailed) are given back, their series
+// dropped (see "Metrics" in the package documentation).
 func (s *Service) SetConfig(c *config.Config) {
 	if c != nil {
+		s.setMu.Lock()
+		defer s.setMu.Unlock()
 		s.cfg.Store(c)
+		s.detailed.prune(c, s.opts.Observer)
 	}
 }
 
