@@ -42,3 +42,32 @@ func TestNoSettlingWithoutAnOutageClockBehindStart(t *testing.T) {
 		t.Errorf("%d of 10 admitted on a healthy store, never failed; want all 10", admitted)
 	}
 }
+
+// TestSettlingEndsClockBehindStart: a node whose clock reads earlier than
+// when the Limiter was made (a wall clock without a monotonic reading,
+// stepped back) settles after an outage for Settle, not for ever: the
+// settling's end, measured from the Limiter's start, is negative there,
+// and must not overflow to the largest instant.
+func TestSettlingEndsClockBehindStart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var back atomic.Int64
+	now := func() time.Time { return time.Now().UTC().Add(-time.Duration(back.Load())) }
+	var down atomic.Bool
+	const settle = 200 * time.Millisecond
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Now: now, Settle: settle})
+	back.Store(int64(time.Hour))
+	lim := redlimit.PerHour(2).SlidingLog()
+	down.Store(true)
+	admitLocally(t, a, fmt.Sprint("k", rand.Uint64()), lim, 1) // the breaker opens
+	down.Store(false)
+	backOnStore(t, a) // settling for 200 ms from here
+	time.Sleep(settle + 100*time.Millisecond)
+	key := fmt.Sprint("k", rand.Uint64())
+	for i := range 2 {
+		r, err := a.Allow(context.Background(), key, lim)
+		if err != nil || !r.Allowed || r.Source != redlimit.FromStore {
+			t.Fatalf("request %d of 2, %s after the outage: %+v, %v; want admitted by Redis, the settling over", i+1, settle+100*time.Millisecond, r, err)
+		}
+	}
+}
