@@ -461,8 +461,8 @@ func (l *Limiter) noteCall(failed bool) uint32 {
 // once, the one that read the clock first may store last.
 func (l *Limiter) settleFrom(now time.Time) {
 	end := int64(math.MaxInt64)
-	if n := l.mono.ns(now); int64(l.settle) <= math.MaxInt64-n {
-		end = n + int64(l.settle)
+	if n := l.mono.ns(now); n <= 0 || int64(l.settle) <= math.MaxInt64-n {
+		end = n + int64(l.settle) // no overflow: n <= 0 (a clock behind the start), or room left
 	}
 	for {
 		cur := l.settleUntil.Load()
