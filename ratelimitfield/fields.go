@@ -82,7 +82,8 @@ type ServiceLimit struct {
 	// Remaining is the "r" parameter: the quota units left.
 	Remaining int64
 	// Reset is the "t" parameter, whole seconds until more quota is
-	// available; negative when the item has none.
+	// available (the largest Duration for more seconds than it holds);
+	// negative when the item has none.
 	Reset time.Duration
 }
 
@@ -97,15 +98,16 @@ func ServiceLimitOf(name string, res redlimit.Result) ServiceLimit {
 }
 
 // resetOf returns the reset time of res as ServiceLimitOf defines it, rounded
-// up to whole seconds; -1 for none.
+// up to whole seconds (the largest Duration for a wait whose whole seconds
+// it cannot hold, which String rounds up again); -1 for none.
 func resetOf(res redlimit.Result) time.Duration {
 	if res.Allowed {
-		return time.Duration(ceilSeconds(res.ResetAfter)) * time.Second
+		return seconds(ceilSeconds(res.ResetAfter))
 	}
 	if res.RetryAfter == redlimit.Never {
 		return -1
 	}
-	return time.Duration(RetryAfterSeconds(res.RetryAfter)) * time.Second
+	return seconds(RetryAfterSeconds(res.RetryAfter))
 }
 
 // String formats l as a structured-field list member: the name as a String,

@@ -3,7 +3,6 @@ package ratelimitfield
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -46,7 +45,7 @@ func (s Style) Write(quotas []Quota, set func(name, value string)) {
 	remaining := strconv.FormatInt(sl.Remaining, 10)
 	reset, hasReset := "", sl.Reset >= 0
 	if hasReset {
-		reset = strconv.FormatInt(int64(sl.Reset/time.Second), 10)
+		reset = strconv.FormatInt(ceilSeconds(sl.Reset), 10)
 	}
 	if s.draft() {
 		set(HeaderRateLimit, sl.String())
