@@ -82,4 +82,3 @@ func TestOpenHostileURLs(t *testing.T) {
 		cancel()
 	}
 }
-

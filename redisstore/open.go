@@ -136,8 +136,26 @@ func parseURL(rawURL string) (*url.URL, error) {
 		}
 		return nil, fmt.Errorf("%w: bad URL %s: the password does not parse: %s", ErrConnect, where, passwordHint)
 	}
+	if u.Opaque != "" && !strings.Contains(rawURL, "@") {
+		return nil, fmt.Errorf("%w: bad URL %s: no // after the scheme: write scheme://host:port", ErrConnect, where)
+	}
 	if u.Opaque != "" || strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") || u.User == nil && strings.Contains(rawURL, "@") {
 		return nil, fmt.Errorf("%w: bad URL %s: an @ outside the user information: write scheme://user:password@host:port, and %s", ErrConnect, where, passwordHint)
+	}
+	// u.Query drops, without a word, the pairs that do not parse, and
+	// rueidis reads an unbracketed IPv6 address as a host with no port
+	// ("::1:6379" dials [::1:6379]:6379): refuse both, rather than
+	// connect somewhere else than the URL says.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: bad URL %s: the query does not parse (percent-encode %% as %%25): %v", ErrConnect, where, err)
+	}
+	if u.Scheme != "unix" {
+		for _, h := range append([]string{u.Host}, q["addr"]...) {
+			if !strings.HasPrefix(h, "[") && strings.Count(h, ":") > 1 {
+				return nil, fmt.Errorf("%w: bad URL %s: address %q: write an IPv6 address in brackets, as [::1]:6379", ErrConnect, where, h)
+			}
+		}
 	}
 	return u, nil
 }
