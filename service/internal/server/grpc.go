@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -107,7 +108,7 @@ func (s *Server) newGRPC() *grpc.Server {
 	}
 	g := grpc.NewServer(append(GRPCOptions(s.opts), grpc.ChainUnaryInterceptor(interceptors...), grpc.ForceServerCodecV2(newServerCodec()))...)
 	g.RegisterService(s.rlsDesc(), s.svc)
-	healthpb.RegisterHealthServer(g, s.health)
+	healthpb.RegisterHealthServer(g, watchEnds{Server: s.health, done: s.healthDone})
 	reflection.Register(g)
 	return g
 }
@@ -150,3 +151,41 @@ func (s *Server) watchReadiness(ctx context.Context) {
 		}
 	}
 }
+
+// watchEnds is the gRPC health service whose Watch streams end, Unavailable,
+// when done is closed (at the shutdown, once they have been sent
+// NOT_SERVING): a Watch lasts until its client ends it, and the graceful
+// stop would otherwise wait for it until the shutdown timeout, then cut off
+// every RPC still running.
+type watchEnds struct {
+	*health.Server
+	done <-chan struct{}
+}
+
+func (h watchEnds) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := h.Server.Watch(in, &watchStream{Health_WatchServer: stream, ctx: ctx})
+	select {
+	case <-h.done:
+		return status.Error(codes.Unavailable, "the server is shutting down")
+	default:
+		return err
+	}
+}
+
+// watchStream is a Watch stream whose context ends at the shutdown. It is
+// used by pointer: the health server keys its watchers by stream.
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx context.Context
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }

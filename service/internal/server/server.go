@@ -260,6 +260,9 @@ type Server struct {
 	grpcLn   net.Listener
 	httpLn   net.Listener
 	stopping atomic.Bool
+	// healthDone, closed at the shutdown once the health service has sent
+	// NOT_SERVING, ends its Watch streams (watchEnds).
+	healthDone chan struct{}
 
 	reloadMu  sync.Mutex
 	closeOnce sync.Once
@@ -370,6 +373,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		return nil, err
 	}
 	s.health = health.NewServer()
+	s.healthDone = make(chan struct{})
 	for _, name := range []string{"", rlsService} { // until Run has checked readiness
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
@@ -553,6 +557,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) shutdown() {
 	s.stopping.Store(true)
 	s.health.Shutdown()
+	close(s.healthDone)
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
