@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -346,6 +347,9 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	s.setConfig(cfg)
 	if least := int64(s.opts.MaxMessageBytes) + streamCost + frameCost; s.opts.GRPCMaxPendingBytes < least {
 		return nil, fmt.Errorf("%w: GRPCMaxPendingBytes %d leaves no room for a message of MaxMessageBytes (%d): at least %d", ErrOptions, s.opts.GRPCMaxPendingBytes, s.opts.MaxMessageBytes, least)
+	}
+	if uint64(s.opts.GRPCMaxStreams) > math.MaxUint32 { // positive, after withDefaults
+		return nil, fmt.Errorf("%w: GRPCMaxStreams %d is more than HTTP/2 can say (%d)", ErrOptions, s.opts.GRPCMaxStreams, uint32(math.MaxUint32))
 	}
 	if err := s.setupTLS(); err != nil {
 		return nil, err
