@@ -163,6 +163,7 @@ func Run(t *testing.T, newStore NewStore) {
 	t.Run("Concurrent", func(t *testing.T) { runConcurrent(t, newStore) })
 	t.Run("Debits", func(t *testing.T) { runDebits(t, newStore) })
 	t.Run("ClockOutOfRange", func(t *testing.T) { runClockOutOfRange(t, newStore) })
+	t.Run("GrantOwnsRequests", func(t *testing.T) { runGrantOwnsRequests(t, newStore) })
 }
 
 // uniq returns a suffix that keeps one run's keys apart from another's.
