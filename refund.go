@@ -14,7 +14,7 @@ type Refunder interface {
 	Limiter
 	// Admit decides reqs as AllowAll does and returns the decision as a
 	// Grant, which holds what Refund needs to find what the admissions
-	// wrote.
+	// wrote, and a copy of reqs: the caller may reuse its slice.
 	Admit(ctx context.Context, reqs []Request) (*Grant, error)
 	// Refund gives back, for each request i of g, up to back[i] units of
 	// what it consumed (0 for none). It gives back exactly back[i] when

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/redlimit/redlimit"
 )
@@ -106,7 +107,7 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 	if err != nil {
 		return nil, err
 	}
-	return &redlimit.Grant{Decision: d, Requests: reqs, Receipt: w}, nil
+	return &redlimit.Grant{Decision: d, Requests: slices.Clone(reqs), Receipt: w}, nil
 }
 
 // Refund implements [redlimit.Refunder]. An admission is given back only

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -129,7 +130,7 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 	if err != nil {
 		return nil, err
 	}
-	return &redlimit.Grant{Decision: d, Requests: reqs, Receipt: rc}, nil
+	return &redlimit.Grant{Decision: d, Requests: slices.Clone(reqs), Receipt: rc}, nil
 }
 
 // receipt is the Receipt of the Store's Grants: the time in µs each

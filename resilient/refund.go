@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redlimit/redlimit"
 )
@@ -34,7 +35,7 @@ func (l *Limiter) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit
 	if err != nil {
 		return nil, err
 	}
-	return &redlimit.Grant{Decision: d, Requests: reqs, Receipt: rc}, nil
+	return &redlimit.Grant{Decision: d, Requests: slices.Clone(reqs), Receipt: rc}, nil
 }
 
 // Refund implements [redlimit.Refunder]: what the store consumed is given
