@@ -2,6 +2,9 @@ package redisstore_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +92,83 @@ func TestFullRefundThenClockBack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRefundClockBackDifferential: random Admits, full and partial
+// Refunds, debits and AllowN on the window algorithms, with a clock that
+// often steps back by up to three windows, on the memory store and on
+// Redis at the same instants: every answer must agree (the retired
+// windows a full refund brings back, and refunds of requests counted in
+// them).
+func TestRefundClockBackDifferential(t *testing.T) {
+	ctx := context.Background()
+	limits := []redlimit.Limit{
+		redlimit.Per(6, 100*time.Millisecond).FixedWindow(),
+		redlimit.Per(6, 100*time.Millisecond).SlidingWindow(),
+	}
+	clock := redlimittest.NewClock(today)
+	rs := standalone[0].store(t, redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(24*time.Hour), redisstore.WithPrefix(prefix(t)))
+	for seed := range uint64(200) {
+		mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(seed, 25))
+		type pair struct{ m, r *redlimit.Grant }
+		var grants []pair
+		var hist []string
+		for step := range 80 {
+			d := time.Duration(rng.Int64N(60_000)) * time.Microsecond
+			if rng.IntN(4) == 0 {
+				d = -time.Duration(rng.Int64N(300_000)) * time.Microsecond
+			}
+			clock.Advance(d)
+			l := limits[rng.IntN(len(limits))]
+			key := fmt.Sprintf("s%d/%d", seed, rng.IntN(2))
+			req := redlimit.Request{Key: key, Limit: l, Cost: int64(1 + rng.IntN(3))}
+			var got, want string
+			switch op := rng.IntN(10); {
+			case op < 4:
+				gm, e1 := mem.Admit(ctx, []redlimit.Request{req})
+				gr, e2 := rs.Admit(ctx, []redlimit.Request{req})
+				if e1 != nil || e2 != nil {
+					t.Fatalf("seed %d step %d: admit: %v, %v", seed, step, e1, e2)
+				}
+				got, want = fmt.Sprintf("admit %+v", gr.Results), fmt.Sprintf("admit %+v", gm.Results)
+				grants = append(grants, pair{gm, gr})
+			case op < 7 && len(grants) > 0:
+				i := rng.IntN(len(grants))
+				g := grants[i]
+				grants = append(grants[:i], grants[i+1:]...)
+				back := g.m.Requests[0].Cost
+				if rng.IntN(3) == 0 {
+					back = rng.Int64N(back + 1)
+				}
+				e1 := mem.Refund(ctx, g.m, []int64{back})
+				e2 := rs.Refund(ctx, g.r, []int64{back})
+				got, want = fmt.Sprintf("refund %s %d: %v", g.m.Requests[0].Key, back, e2), fmt.Sprintf("refund %s %d: %v", g.m.Requests[0].Key, back, e1)
+			case op < 8:
+				req.Debit = true
+				dm, e1 := mem.AllowAll(ctx, []redlimit.Request{req})
+				dr, e2 := rs.AllowAll(ctx, []redlimit.Request{req})
+				if e1 != nil || e2 != nil {
+					t.Fatalf("seed %d step %d: debit: %v, %v", seed, step, e1, e2)
+				}
+				got, want = fmt.Sprintf("debit %+v", dr.Results), fmt.Sprintf("debit %+v", dm.Results)
+			default:
+				rm, e1 := mem.AllowN(ctx, key, l, req.Cost)
+				rr, e2 := rs.AllowN(ctx, key, l, req.Cost)
+				if e1 != nil || e2 != nil {
+					t.Fatalf("seed %d step %d: allow: %v, %v", seed, step, e1, e2)
+				}
+				got, want = fmt.Sprintf("allow %+v", rr), fmt.Sprintf("allow %+v", rm)
+			}
+			hist = append(hist, fmt.Sprintf("%d %s %s cost %d: %s", clock.Now().UnixMicro()%1_000_000, key, l.Algorithm, req.Cost, want))
+			if got != want {
+				t.Fatalf("seed %d step %d: redis %s, memory %s\nhistory:\n%s", seed, step, got, want, strings.Join(hist, "\n"))
+			}
+		}
+		mem.Close()
 	}
 }
