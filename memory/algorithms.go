@@ -61,6 +61,11 @@ type entry struct {
 	bucket  bucketState // token_bucket
 	log     ring        // sliding_log
 	expires int64       // µs instant from which the entry holds no state
+	// retired is what windows held before its latest window was made (the
+	// Redis scripts' "p<index>" fields, lua/windows.lua), until the next
+	// new window: a refund that empties the latest window brings it back
+	// (restore), so the key is as if the request never came.
+	retired windowState
 }
 
 // windowState is the state of a fixed or sliding window: its counts by
@@ -141,6 +146,11 @@ func commit(e *entry, p *params, now, n int64, w pending) {
 		e.bucket.tat = w.expires
 		if r := e.bucket.rec; r != nil {
 			r.last = max(r.last, now)
+		}
+	}
+	if p.alg == redlimit.FixedWindow || p.alg == redlimit.SlidingWindow {
+		if w.windows.index != e.windows.index {
+			e.retired = e.windows
 		}
 	}
 	e.windows, e.expires = w.windows, w.expires

@@ -24,8 +24,8 @@
 // # Memory and eviction
 //
 // The store holds one state per key, algorithm and period. A key with one
-// state takes about 340 bytes besides the key's string, which the store
-// keeps (its slot and map node about 180, the state 160); a
+// state takes about 370 bytes besides the key's string, which the store
+// keeps (its slot and map node about 180, the state 192); a
 // [redlimit.SlidingLog] state also keeps, for every instant (µs) at which
 // it admitted requests over the last period, the time and the units
 // admitted before it: 16 bytes each, up to Count, whatever the cost, in a

@@ -128,7 +128,7 @@ func WithMaxKeys(n int) Option {
 }
 
 // WithMaxBytes bounds the estimated memory of the store's states (default
-// [DefaultMaxBytes]): their keys, about 180 bytes a key and 160 a state
+// [DefaultMaxBytes]): their keys, about 180 bytes a key and 192 a state
 // besides, the buffers of sliding logs, 16 bytes a timestamp, and the
 // refund records of token buckets that [Store.Admit] counted in. A
 // decision that would go beyond it (a new state, or a sliding log whose

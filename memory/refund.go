@@ -115,8 +115,11 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 // drops the entry) or an eviction (which drops only idle entries) since the
 // decision leaves nothing to give back. From that entry:
 //   - fixed and sliding window: back[i] out of the count of the window the
-//     request was counted in, if the key still counts that window and it
-//     holds that much;
+//     request was counted in, if the key still counts that window (or
+//     keeps it retired, see entry.retired) and it holds that much; a
+//     latest window it empties is deleted, and the windows its making
+//     retired come back (restore), as the Redis store does, so the key is
+//     as if the request never came, for a clock that goes back too;
 //   - sliding log: back[i] out of the log entry at the request's time, if
 //     it holds that much (the later entries' counts stay);
 //   - token bucket: the TAT lowered as refundable says: exactly back[i]
@@ -165,16 +168,36 @@ func giveBack(e *entry, now, k int64, w wrote, l redlimit.Limit) {
 	W := e.p.window
 	switch e.p.alg {
 	case redlimit.FixedWindow:
-		if ws := &e.windows; ws.index == mark/W-1 && ws.count >= k {
-			ws.count -= k
+		v, ws, r := mark/W-1, &e.windows, &e.retired
+		switch {
+		case ws.index == v:
+			if ws.count >= k {
+				if ws.count -= k; ws.count == 0 {
+					e.restore(W)
+				}
+			}
+		case r.index == v && r.count >= k:
+			r.count -= k // a retired window's
 		}
 	case redlimit.SlidingWindow:
-		w := mark/W - 2
-		switch ws := &e.windows; {
-		case ws.index == w && ws.count >= k:
-			ws.count -= k
-		case ws.index == w+1 && ws.prev >= k:
-			ws.prev -= k
+		v, ws, r := mark/W-2, &e.windows, &e.retired
+		switch {
+		case ws.index == v:
+			if ws.count >= k {
+				if ws.count -= k; ws.count == 0 {
+					e.restore(W)
+				}
+			}
+		case ws.index == v+1:
+			if ws.prev >= k {
+				ws.prev -= k
+			}
+		case r.index == v && r.index < ws.index-1:
+			if r.count >= k {
+				r.count -= k // a retired window's
+			}
+		case r.index-1 == v && r.prev >= k:
+			r.prev -= k // a retired window's
 		}
 	case redlimit.SlidingLog:
 		e.log.take(mark-W, k)
@@ -209,4 +232,46 @@ func (r *ring) take(t, k int64) {
 	if i == r.n-1 && r.total == r.at(i).cum {
 		r.n-- // the newest entry, now empty
 	}
+}
+
+// restore is a refund's, after it emptied e's latest window: as the Redis
+// scripts do (windows_refund, lua/refund.lua), the window is deleted and
+// the windows its making retired come back, so the key is as if the
+// request never came. The live windows left are then, with their counts
+// (none holds 0): for a sliding window, the one before the emptied window
+// (its count is prev), and the retired ones: the latest before it (for a
+// sliding window, unless that is the one before the emptied window, which
+// stayed live) and the one before that. The latest of them becomes the
+// key's latest window; none, and e holds no state.
+func (e *entry) restore(W int64) {
+	ws, r := e.windows, e.retired
+	e.retired = windowState{}
+	type field struct{ index, count int64 }
+	var fs [3]field
+	fs[0] = field{ws.index - 1, ws.prev} // 0 for a fixed window
+	fs[1] = field{r.index - 1, r.prev}
+	if e.p.alg == redlimit.FixedWindow || r.index != ws.index-1 {
+		fs[2] = field{r.index, r.count}
+	}
+	var latest field
+	for _, f := range fs {
+		if f.count > 0 && (latest.count == 0 || f.index > latest.index) {
+			latest = f
+		}
+	}
+	if latest.count == 0 {
+		e.windows, e.expires = windowState{}, 0
+		return
+	}
+	e.windows = windowState{index: latest.index, count: latest.count}
+	if e.p.alg == redlimit.FixedWindow {
+		e.expires = (latest.index + 1) * W
+		return
+	}
+	for _, f := range fs {
+		if f.count > 0 && f.index == latest.index-1 {
+			e.windows.prev = f.count
+		}
+	}
+	e.expires = latest.index*W + 2*W
 }
