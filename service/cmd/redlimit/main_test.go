@@ -50,3 +50,31 @@ func TestCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// A numeric flag of serve given 0 or a negative value is a usage error
+// naming the flag (exit 2), on the command line or in its environment
+// variable: none documents a meaning for it, and the server used to put
+// its default in its place without a word (--shutdown-timeout=-1s served
+// with 10 s, --grpc-max-connections=0 with 1024). --grpc-addr=unix: makes
+// a run that gets past the flags fail at once (exit 1) instead of serving.
+func TestServeFlagsNotPositive(t *testing.T) {
+	t.Parallel()
+	durations := []string{"timeout", "max-override-period", "grpc-max-connection-age", "shutdown-timeout"}
+	counts := []string{"max-config-file-bytes", "max-config-bytes", "memory-max-keys", "memory-max-bytes", "max-descriptors", "max-entries", "max-descriptor-bytes", "max-message-bytes", "grpc-max-streams", "http-max-connections", "grpc-max-connections", "grpc-max-pending-bytes"}
+	type bad struct{ flag, value string }
+	var cases []bad
+	for _, f := range durations {
+		cases = append(cases, bad{f, "-1s"}, bad{f, "0s"}, bad{f, "-1ns"})
+	}
+	for _, f := range counts {
+		cases = append(cases, bad{f, "-1"}, bad{f, "0"})
+	}
+	cases = append(cases, bad{"unix-socket-mode", "0"})
+	for _, tc := range cases {
+		args := []string{"serve", "--grpc-addr=unix:", "--" + tc.flag + "=" + tc.value}
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--"+tc.flag) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and a message naming --%s", args[1:], code, strings.TrimSpace(errb.String()), tc.flag)
+		}
+	}
+}
