@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/ratelimitfield"
@@ -173,6 +174,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlimit serve: unexpected argument %q (flags with a value: --name=value)\n", fs.Arg(0))
 		return 2
 	}
+	if err := positive(fs); err != nil {
+		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)
+		return 2
+	}
 	o.NoDashboard = !dashboard
 	var h slog.Handler
 	switch logFormat {
@@ -214,6 +219,36 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	o.Logger.Info("stopped")
 	return 0
+}
+
+// positive returns an error naming the first numeric flag of fs (a count
+// or a duration, and --unix-socket-mode) that is 0 or negative. None gives
+// such a value a meaning, and Options would take 0 and most negatives for
+// the default.
+func positive(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil {
+			return
+		}
+		var bad bool
+		if m, ok := f.Value.(modeFlag); ok {
+			bad = *m.m == 0
+		} else if g, ok := f.Value.(flag.Getter); ok {
+			switch v := g.Get().(type) {
+			case int:
+				bad = v <= 0
+			case int64:
+				bad = v <= 0
+			case time.Duration:
+				bad = v <= 0
+			}
+		}
+		if bad {
+			err = fmt.Errorf("--%s=%s (or %s): must be more than 0", f.Name, f.Value, envName(f.Name))
+		}
+	})
+	return err
 }
 
 // envName returns the environment variable of a flag: REDLIMIT_GRPC_ADDR
