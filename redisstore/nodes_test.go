@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,43 @@ func TestRegistryCountAfterRedisLostIt(t *testing.T) {
 		if !waitNodes(time.Second, 3, regs...) {
 			t.Fatalf("%s: nodes never back to 3", lose.name)
 		}
+	}
+}
+
+// TestRegistryOptionsBounds: an Interval or TTL below a millisecond, a
+// negative one, or a TTL not longer than the Interval is an error from
+// Register. A TTL under a microsecond was sent to Redis as 0 µs, so that
+// every node counted itself alone; a 1 ns Interval ran the heartbeats back
+// to back against Redis; a TTL equal to the Interval lets a node's entry
+// expire before its next heartbeat whenever that one is a little late.
+func TestRegistryOptionsBounds(t *testing.T) {
+	t.Parallel()
+	s, _ := registryStore(t, redistest.Shared(t))
+	for _, tc := range []struct {
+		opts redisstore.RegistryOptions
+		want string // in the error
+	}{
+		{redisstore.RegistryOptions{Interval: time.Nanosecond}, "Interval"},
+		{redisstore.RegistryOptions{Interval: 500 * time.Microsecond}, "Interval"},
+		{redisstore.RegistryOptions{Interval: 100 * time.Nanosecond, TTL: 500 * time.Nanosecond}, "Interval"},
+		{redisstore.RegistryOptions{Interval: -time.Second}, "Interval"},
+		{redisstore.RegistryOptions{TTL: -time.Second}, "TTL"},
+		{redisstore.RegistryOptions{Interval: 10 * time.Millisecond, TTL: 10 * time.Millisecond}, "TTL"},
+	} {
+		tc.opts.Logger = slog.New(slog.DiscardHandler)
+		r, err := s.Register(context.Background(), tc.opts)
+		if err == nil {
+			t.Errorf("Register(Interval %s, TTL %s): no error; it counts %d nodes", tc.opts.Interval, tc.opts.TTL, r.Nodes())
+			r.Close()
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Register(Interval %s, TTL %s): %v; want an error naming %s", tc.opts.Interval, tc.opts.TTL, err, tc.want)
+		}
+	}
+	// The least values are fine.
+	r := register(t, s, redisstore.RegistryOptions{Interval: time.Millisecond, TTL: 2 * time.Millisecond})
+	if r.Nodes() < 1 {
+		t.Fatalf("%d nodes", r.Nodes())
 	}
 }
