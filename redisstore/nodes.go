@@ -14,14 +14,20 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
+// MinRegistryInterval is the least [RegistryOptions] Interval and TTL.
+const MinRegistryInterval = time.Millisecond
+
 // RegistryOptions configures [Store.Register]. The zero value is the default.
 type RegistryOptions struct {
 	// ID names this node; default a random 16-hex-digit id.
 	ID string
-	// Interval is the time between heartbeats; default 1s.
+	// Interval is the time between heartbeats; default 1s, at least
+	// [MinRegistryInterval].
 	Interval time.Duration
 	// TTL is how long a node counts as live after its last heartbeat;
-	// default 3 intervals.
+	// default 3 intervals. It must be longer than Interval (and so at
+	// least [MinRegistryInterval]), or a heartbeat a little late would let
+	// the node's entry expire.
 	TTL time.Duration
 	// Logger receives heartbeat failures; default slog.Default().
 	Logger *slog.Logger
@@ -67,14 +73,23 @@ func (s *Store) Register(ctx context.Context, opts RegistryOptions) (*Registry, 
 		_, _ = rand.Read(b[:])
 		opts.ID = hex.EncodeToString(b[:])
 	}
-	if opts.Interval <= 0 {
+	if opts.Interval < 0 {
+		return nil, fmt.Errorf("redisstore: registry Interval %s is negative", opts.Interval)
+	}
+	if opts.TTL < 0 {
+		return nil, fmt.Errorf("redisstore: registry TTL %s is negative", opts.TTL)
+	}
+	if opts.Interval == 0 {
 		opts.Interval = time.Second
 	}
-	if opts.TTL <= 0 {
+	if opts.Interval < MinRegistryInterval {
+		return nil, fmt.Errorf("redisstore: registry Interval %s is shorter than %s", opts.Interval, MinRegistryInterval)
+	}
+	if opts.TTL == 0 {
 		opts.TTL = 3 * opts.Interval
 	}
-	if opts.TTL < opts.Interval {
-		return nil, fmt.Errorf("redisstore: registry TTL %s is shorter than its interval %s", opts.TTL, opts.Interval)
+	if opts.TTL <= opts.Interval {
+		return nil, fmt.Errorf("redisstore: registry TTL %s is not longer than its Interval %s", opts.TTL, opts.Interval)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
