@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -106,7 +108,7 @@ func (s *Server) newGRPC() *grpc.Server {
 	if s.tracing != nil {
 		interceptors = []grpc.UnaryServerInterceptor{s.tracing.UnaryInterceptor(), s.recoverUnary}
 	}
-	g := grpc.NewServer(append(GRPCOptions(s.opts), grpc.ChainUnaryInterceptor(interceptors...), grpc.ForceServerCodecV2(newServerCodec()))...)
+	g := grpc.NewServer(append(GRPCOptions(s.opts), grpc.ChainUnaryInterceptor(interceptors...), grpc.ChainStreamInterceptor(reflectionEnds(s.healthDone)), grpc.ForceServerCodecV2(newServerCodec()))...)
 	g.RegisterService(s.rlsDesc(), s.svc)
 	healthpb.RegisterHealthServer(g, watchEnds{Server: s.health, done: s.healthDone})
 	reflection.Register(g)
@@ -179,6 +181,57 @@ func (h watchEnds) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health
 	default:
 		return err
 	}
+}
+
+// reflectionEnds returns a stream interceptor that ends the server
+// reflection streams (ServerReflectionInfo, v1 and v1alpha), Unavailable,
+// when done is closed (at the shutdown): such a stream lasts until its
+// client ends it, and the graceful stop would otherwise wait for it until
+// the shutdown timeout, then cut off every RPC still running. grpc-go's
+// reflection handler waits in Recv, which its context's end does not
+// interrupt: the handler runs in a goroutine of its own, and the
+// interceptor returns without it, which ends the stream and so the Recv.
+// The handler's Send is kept from running past that return. Other streams
+// pass through.
+func reflectionEnds(done <-chan struct{}) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if !strings.HasPrefix(info.FullMethod, "/grpc.reflection.v1.ServerReflection/") && !strings.HasPrefix(info.FullMethod, "/grpc.reflection.v1alpha.ServerReflection/") {
+			return handler(srv, ss)
+		}
+		fs := &fencedStream{ServerStream: ss}
+		ended := make(chan error, 1)
+		go func() { ended <- handler(srv, fs) }()
+		select {
+		case err := <-ended:
+			return err
+		case <-done:
+			fs.fence()
+			return status.Error(codes.Unavailable, "the server is shutting down")
+		}
+	}
+}
+
+// fencedStream is a server stream whose SendMsg fails once fenced; fence
+// waits for a SendMsg under way.
+type fencedStream struct {
+	grpc.ServerStream
+	mu     sync.Mutex
+	fenced bool
+}
+
+func (f *fencedStream) SendMsg(m any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fenced {
+		return status.Error(codes.Unavailable, "the server is shutting down")
+	}
+	return f.ServerStream.SendMsg(m)
+}
+
+func (f *fencedStream) fence() {
+	f.mu.Lock()
+	f.fenced = true
+	f.mu.Unlock()
 }
 
 // watchStream is a Watch stream whose context ends at the shutdown. It is
