@@ -126,7 +126,9 @@ func (in *Interceptor) logger() *slog.Logger {
 // check decides a call and returns the metadata to send, and the status
 // error that refuses it, if it is refused.
 func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, error) {
-	applied, bad, err := in.rules.Apply(call{ctx, method})
+	applied, bad, err := in.rules.Apply(call{ctx, method}, func(r *ruleset.Rule[call], err error) {
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed for a shadow rule", slog.String("method", method), slog.String("rule", r.Name), slog.Any("err", err))
+	})
 	if err != nil {
 		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed", slog.String("method", method), slog.String("rule", bad.Name), slog.Any("err", err))
 		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call cannot be keyed for rate limit %q", bad.Name)

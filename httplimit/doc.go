@@ -26,7 +26,8 @@
 // returns [ErrNoKey], and its rule is skipped for that request: per-key
 // limits for clients that send a key, [Or] for a fallback such as the client
 // IP. Any other error refuses the request, by default with 400 (see
-// [Options].OnError).
+// [Options].OnError), unless its rule is a shadow rule: that error is
+// logged and the rule skipped, as a shadow rule never refuses a request.
 //
 // The store key of a request is the rule's name, ':' and the key, so rules
 // never share state unless they share a name. Limits for a single route go

@@ -88,7 +88,9 @@ func (m *Middleware) logger() *slog.Logger {
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
-	applied, bad, err := m.rules.Apply(r)
+	applied, bad, err := m.rules.Apply(r, func(rule *ruleset.Rule[*http.Request], err error) {
+		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed for a shadow rule", requestAttrs(r, slog.Any("err", &KeyError{Rule: rule.Name, Err: err}))...)
+	})
 	if err != nil {
 		kerr := &KeyError{Rule: bad.Name, Err: err}
 		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed", requestAttrs(r, slog.Any("err", kerr))...)

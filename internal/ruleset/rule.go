@@ -131,8 +131,11 @@ var errEmptyKey = errors.New("the key function returned an empty key")
 // order, each with its limiter key: the rule's name, ':' and the key. A rule
 // whose key function returns an error wrapping [ErrNoKey] does not
 // apply. Any other error, or an empty key, stops Apply, which returns the
-// rule and the error: the request cannot be decided.
-func (s *Set[R]) Apply(req R) ([]Applied[R], *Rule[R], error) {
+// rule and the error: the request cannot be decided. A shadow rule is a dry
+// run, which never refuses a request: its error does not stop Apply, the
+// rule does not apply, and shadowKeyErr (if not nil) is called with the
+// rule and the error, to log it.
+func (s *Set[R]) Apply(req R, shadowKeyErr func(*Rule[R], error)) ([]Applied[R], *Rule[R], error) {
 	applied := make([]Applied[R], 0, len(s.Rules))
 	for i := range s.Rules {
 		rule := &s.Rules[i]
@@ -142,6 +145,12 @@ func (s *Set[R]) Apply(req R) ([]Applied[R], *Rule[R], error) {
 		}
 		if err != nil {
 			if errors.Is(err, ErrNoKey) {
+				continue
+			}
+			if rule.Shadow {
+				if shadowKeyErr != nil {
+					shadowKeyErr(rule, err)
+				}
 				continue
 			}
 			return nil, rule, err
