@@ -46,10 +46,11 @@ type Options struct {
 	// FailClosed makes a limiter error refuse the call with
 	// codes.Unavailable. Otherwise the call is served without limits and
 	// the error logged: failing open. A call whose own context ends before
-	// the limiter decides is refused either way, with its context's status
-	// (DeadlineExceeded or Canceled). Put a resilient.Limiter in front of a
-	// store for a decision within the call's deadline when the store is
-	// slow or down.
+	// the limiter decides its enforced rules is refused either way, with
+	// its context's status (DeadlineExceeded or Canceled); one to which
+	// only shadow rules apply is served, as they never refuse. Put a
+	// resilient.Limiter in front of a store for a decision within the
+	// call's deadline when the store is slow or down.
 	FailClosed bool
 	// Logger receives limiter errors (Error), shadow rules that would deny
 	// (Info), key errors (Warn) and denials (Debug). nil means

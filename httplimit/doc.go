@@ -95,8 +95,9 @@
 // When the limiter fails (Redis unreachable, a deadline), the middleware
 // serves the request without limits and logs the error: it fails open.
 // With [Options].FailClosed it answers 503 (Service Unavailable) instead. A
-// request whose context ends before the limiter decides (its client went
-// away) is never served: it gets OnError's answer, fail open or not. A
+// request whose context ends before the limiter decides its enforced rules
+// (its client went away) is never served: it gets OnError's answer, fail
+// open or not (shadow rules alone never refuse). A
 // resilient limiter in front of the store can decide more finely; this is
 // the last line.
 //

@@ -35,7 +35,8 @@ type Options struct {
 	// refuse the request through OnError, by default with 503. Otherwise
 	// the request is served without limits, and the error logged: failing
 	// open. A request whose own context ends before the limiter decides
-	// (its client went away) is refused either way, through OnError. A
+	// its enforced rules (its client went away) is refused either way,
+	// through OnError (shadow rules alone never refuse). A
 	// resilient limiter in front of the store can choose more finely; this
 	// is the last line.
 	FailClosed bool
