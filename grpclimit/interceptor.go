@@ -139,7 +139,7 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	}
 	v, err := in.rules.Decide(ctx, in.lim, in.logger(), applied, []slog.Attr{slog.String("method", method)})
 	if err != nil {
-		if cerr := ended(ctx); cerr != nil {
+		if cerr := ruleset.Ended(ctx); cerr != nil {
 			// The call ended (its deadline passed, or its client went
 			// away) before the limiter decided: not served, unlimited
 			// or otherwise.
@@ -164,19 +164,6 @@ func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, e
 	st := denialStatus(&v)
 	in.logger().LogAttrs(ctx, slog.LevelDebug, "grpclimit: denied", slog.String("method", method), slog.String("status", st.Message()))
 	return md, st.Err()
-}
-
-// ended returns the error of ctx if it has ended or reached its deadline (a
-// client library may give up at the deadline a moment before ctx's own
-// timer marks it done), or nil.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // denialStatus returns the status of a denied call: ResourceExhausted, with a

@@ -1,11 +1,9 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
@@ -105,7 +103,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 
 	v, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
 	if err != nil {
-		if cerr := ended(ctx); cerr != nil {
+		if cerr := ruleset.Ended(ctx); cerr != nil {
 			// The request ended (its client went away, or its deadline
 			// passed) before the limiter decided: not served, unlimited
 			// or otherwise, or a client would get its work done past its
@@ -163,18 +161,6 @@ func denial(v *ruleset.Verdict[*http.Request]) Denial {
 		d.Rule, d.Limit, d.Result = w.Name, w.Limit, v.Results[worst]
 	}
 	return d
-}
-
-// ended returns the error of ctx if it has ended or reached its deadline,
-// or nil.
-func ended(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // requestAttrs returns the log attributes of r, then extra.

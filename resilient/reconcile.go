@@ -239,8 +239,7 @@ func (ds *debts) forgive(key string, limit redlimit.Limit, n int64) {
 	}
 	d.units -= min(n, d.units)
 	if d.units == 0 && d.doubt == nil && !d.busy {
-		ds.remove(sh, k)
-		ds.n.Add(-1)
+		ds.removeLocked(sh, k, &d)
 		return
 	}
 	sh.m[k] = d
@@ -266,11 +265,7 @@ func (ds *debts) forget(key string, limit redlimit.Limit) {
 		sh.m[k] = d
 		return
 	}
-	if d.doubt != nil {
-		sh.bytes -= doubtBytes
-	}
-	ds.remove(sh, k)
-	ds.n.Add(-1)
+	ds.removeLocked(sh, k, &d)
 }
 
 // drop removes the stale entry k, d of sh, whose lock the caller holds,
@@ -279,6 +274,14 @@ func (ds *debts) drop(sh *mapShard[debt], k redlimit.StateID, d *debt, st *recon
 	st.expired.Add(d.units)
 	if d.doubt != nil {
 		st.expired.Add(d.doubt.units)
+	}
+	ds.removeLocked(sh, k, d)
+}
+
+// removeLocked removes the entry k, d of sh, whose lock the caller holds,
+// and the bytes of its charge in doubt, if any.
+func (ds *debts) removeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt) {
+	if d.doubt != nil {
 		sh.bytes -= doubtBytes
 	}
 	ds.remove(sh, k)
@@ -371,8 +374,7 @@ func (ds *debts) takeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt, now
 		d.units = 0
 	}
 	if j.doubt == nil && j.fresh == nil {
-		ds.remove(sh, k)
-		ds.n.Add(-1)
+		ds.removeLocked(sh, k, d) // its doubt taken above
 		return j, false
 	}
 	d.busy = true
@@ -425,8 +427,7 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 		sh.bytes += doubtBytes
 	}
 	if d.units == 0 && d.doubt == nil {
-		ds.remove(sh, j.id)
-		ds.n.Add(-1)
+		ds.removeLocked(sh, j.id, &d)
 		return
 	}
 	sh.m[j.id] = d

@@ -327,7 +327,8 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	// of which is the half-open breaker's probe (a share that denies
 	// without asking would leave a node whose traffic has spent its shares
 	// with no probe, and so on its fallback).
-	if !admit && l.mono.ns(start) < l.settleUntil.Load() && l.breaker.State() == gobreaker.StateClosed {
+	settling := l.settling(start)
+	if !admit && settling && l.breaker.State() == gobreaker.StateClosed {
 		if d, ok := l.fromShares(ctx, reqs); ok {
 			if !d.Allowed {
 				return d, &receipt{}, nil
@@ -343,7 +344,9 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	}
 	d, err := l.ask(ctx, c)
 	if err == nil {
-		l.storeAnswered(start)
+		if settling {
+			l.noteCall(false)
+		}
 		if l.seen != nil {
 			for i, r := range reqs {
 				l.seen.put(r.Key, r.Limit, start, d.Results[i])
@@ -417,17 +420,16 @@ func (l *Limiter) storeFailed() {
 		l.settleFrom(now)
 		return
 	}
-	if l.mono.ns(now) < l.settleUntil.Load() && l.noteCall(true) >= failOne/failExtends {
+	if l.settling(now) && l.noteCall(true) >= failOne/failExtends {
 		l.settleFrom(now)
 	}
 }
 
-// storeAnswered records, while the Limiter settles, that a call begun at
-// start got the store's answer.
-func (l *Limiter) storeAnswered(start time.Time) {
-	if l.settle != 0 && l.mono.ns(start) < l.settleUntil.Load() {
-		l.noteCall(false)
-	}
+// settling reports whether the Limiter settles at t. Until its first
+// outage's settling, it reads no clock but t's.
+func (l *Limiter) settling(t time.Time) bool {
+	until := l.settleUntil.Load()
+	return until != math.MinInt64 && l.mono.ns(t) < until
 }
 
 // The share of failed calls is an exponentially weighted average over
@@ -645,10 +647,14 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
-	start := l.now()
+	// A successful call counts in the share of failures only while the
+	// Limiter settles; before any outage, no clock is read for it.
+	settling := l.settleUntil.Load() != math.MinInt64 && l.settling(l.now())
 	d, err := l.ask(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
 	if err == nil {
-		l.storeAnswered(start)
+		if settling {
+			l.noteCall(false)
+		}
 		return d.Results[0], nil
 	}
 	if errors.Is(err, errCallerGone) {

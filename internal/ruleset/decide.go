@@ -101,3 +101,17 @@ func (v *Verdict[R]) Denied() (denied []int, worst int) {
 	}
 	return denied, worst
 }
+
+// Ended returns the error of ctx if it has ended or reached its deadline (a
+// client library may give up at the deadline a moment before ctx's own
+// timer marks it done), or nil: a request whose limiter call failed because
+// its own caller left is refused, not served as a limiter failure.
+func Ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
