@@ -34,7 +34,13 @@ type item struct {
 	slot     *detailedSlot // the label's detailed_metric slot, to report it through; or nil
 	key      string        // the descriptor's key in the store
 	req      int           // index in plan.reqs; -1 when cost is 0 or denyAll
-	res      redlimit.Result
+	// ruleKey and ruleLimit are, under OverridesNoRaise, the rule's own
+	// limit decided together with an override of another state; ruleKey
+	// is "" when there is none. ruleReq is its index in plan.reqs, or -1.
+	ruleKey   string
+	ruleLimit redlimit.Limit
+	ruleReq   int
+	res       redlimit.Result
 	// denyAll: the rule's requests_per_unit is 0, so the item is denied
 	// without asking the limiter.
 	denyAll bool
@@ -208,7 +214,7 @@ func (s *Service) newPlan(cfg *config.Config, req *pb.RateLimitRequest, parts []
 			continue
 		}
 		cost, debit := s.hitsOf(req, d, rule)
-		it := item{desc: i, cost: cost, debit: debit, req: -1, current: &parts[i].limit}
+		it := item{desc: i, cost: cost, debit: debit, req: -1, ruleReq: -1, current: &parts[i].limit}
 		switch {
 		case d.Limit != nil:
 			// The descriptor's own limit replaces the rule's, as in
@@ -218,6 +224,7 @@ func (s *Service) newPlan(cfg *config.Config, req *pb.RateLimitRequest, parts []
 				return nil, err
 			}
 			it.key = descriptorKey(req.Domain, d.Entries, nil)
+			s.keepRule(&it, rule, descriptorKey(req.Domain, d.Entries, path))
 		case rule.Unlimited:
 			parts[i].status.LimitRemaining = maxRemaining
 			s.opts.Observer.Descriptor(req.Domain, rule.Path, Unlimited, redlimit.FromStore, d.Entries)
@@ -241,7 +248,14 @@ func (s *Service) newPlan(cfg *config.Config, req *pb.RateLimitRequest, parts []
 		it.shadow = it.shadow || s.opts.Shadow
 		it.quota = (it.quota || s.opts.QuotaMode) && !it.shadow
 		if cost > 0 && !it.denyAll {
-			p.add(&it)
+			it.req = p.add(&it, it.key, it.limit)
+			if it.ruleKey != "" {
+				it.ruleReq = p.add(&it, it.ruleKey, it.ruleLimit)
+			}
+		}
+		if len(p.reqs) > redlimit.MaxRequests {
+			return nil, fmt.Errorf("%w: descriptor %d: the request asks more than %d limits (under no-raise, an override counts against its rule's limit too)",
+				ErrInvalidRequest, i, redlimit.MaxRequests)
 		}
 		p.items = append(p.items, it)
 	}
@@ -280,13 +294,13 @@ func stronger(a, b shadow.Role) shadow.Role {
 	return shadow.Shadow
 }
 
-// add puts the limit of it into p.reqs, merged with an earlier request of
-// the same state.
-func (p *plan) add(it *item) {
+// add puts limit of key into p.reqs for it, merged with an earlier request
+// of the same state, and returns its index.
+func (p *plan) add(it *item, key string, limit redlimit.Limit) int {
 	p.debits = p.debits || it.debit
 	for j := range p.reqs {
 		r := &p.reqs[j]
-		if r.StateID() != it.limit.StateID(it.key) {
+		if r.StateID() != limit.StateID(key) {
 			continue
 		}
 		// The same descriptor twice (or a rule and an override of one
@@ -296,17 +310,16 @@ func (p *plan) add(it *item) {
 		// The request is enforced if either is, and a debit if either is:
 		// what either's hits need.
 		r.Cost = min(r.Cost+it.cost, redlimit.MaxCost)
-		if it.limit.Max() < r.Limit.Max() {
-			r.Limit = it.limit
+		if limit.Max() < r.Limit.Max() {
+			r.Limit = limit
 		}
 		p.roles[j] = stronger(p.roles[j], it.role())
 		r.Debit = r.Debit || it.debit
-		it.req = j
-		return
+		return j
 	}
-	it.req = len(p.reqs)
-	p.reqs = append(p.reqs, redlimit.Request{Key: it.key, Limit: it.limit, Cost: it.cost, Debit: it.debit})
+	p.reqs = append(p.reqs, redlimit.Request{Key: key, Limit: limit, Cost: it.cost, Debit: it.debit})
 	p.roles = append(p.roles, it.role())
+	return len(p.reqs) - 1
 }
 
 // hitsOf returns what descriptor d of req costs, and whether its hits are
@@ -395,6 +408,13 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 			if err != nil {
 				return err
 			}
+			if it.ruleKey != "" {
+				rule, err := s.peek(ctx, redlimit.Request{Key: it.ruleKey, Limit: it.ruleLimit, Cost: 1})
+				if err != nil {
+					return err
+				}
+				res = both(res, rule)
+			}
 			it.res = res
 		default:
 			if it.quota {
@@ -454,9 +474,26 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 	for i := range p.items {
 		if it := &p.items[i]; it.req >= 0 {
 			it.res = results[it.req]
+			if it.ruleReq >= 0 {
+				it.res = both(it.res, results[it.ruleReq])
+			}
 		}
 	}
 	return nil
+}
+
+// both returns the result of an override o decided together with its
+// rule's own limit r: denied if either denies, with what both leave. It
+// keeps o's Limit, the limit the descriptor's status shows.
+func both(o, r redlimit.Result) redlimit.Result {
+	res := o
+	if redlimit.Tightest([]redlimit.Result{o, r}) == 1 {
+		res = r
+		res.Limit = o.Limit
+	}
+	res.Remaining = min(o.Remaining, r.Remaining)
+	res.ResetAfter = max(o.ResetAfter, r.ResetAfter)
+	return res
 }
 
 // enforcedDenial reports whether an enforced limit of p denied, by its

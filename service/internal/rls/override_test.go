@@ -264,6 +264,20 @@ func TestNoRaiseOverridePeriods(t *testing.T) {
 			t.Errorf("override 2/day, request %d: %s, want %s", i, got, want)
 		}
 	}
+	// Each such override is two limits of one decision, which takes at most
+	// redlimit.MaxRequests: beyond, the request is refused, not failed.
+	for _, c := range []struct {
+		n    int
+		want error
+	}{{redlimit.MaxRequests / 2, nil}, {redlimit.MaxRequests/2 + 1, ErrInvalidRequest}} {
+		var descs []*rlpb.RateLimitDescriptor
+		for i := range c.n {
+			descs = append(descs, withOverride(desc("remote_address", fmt.Sprint("9.9.9.", i)), 1, typepb.RateLimitUnit_HOUR, 0))
+		}
+		if _, err := f.svc.Decide(context.Background(), request("api", descs...)); !errors.Is(err, c.want) {
+			t.Errorf("%d overrides: %v, want %v", c.n, err, c.want)
+		}
+	}
 	// A shared threshold: t1 and t2 share 3/min; overrides of each value
 	// of the same period do not make it 3 each.
 	for i, want := range []string{"O:O", "O:O", "O:O", "X:X", "X:X"} {
