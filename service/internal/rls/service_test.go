@@ -680,3 +680,38 @@ func TestHotSwap(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A check (hits_addend 0) reports the key as it is, not after a hit: what
+// is left and when it is whole again. A fresh key's fixed window resets at
+// the window's end, as envoyproxy/ratelimit reports every key; a fresh key
+// of the other algorithms is already whole.
+func TestCheckReportsWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	perMinute := redlimit.PerMinute(1000)
+	f := newFixture(t, Options{Counting: config.CountingAdmission}, domain("chk",
+		node("fw", "", rule("chk.fw", "", perMinute.FixedWindow(), "minute")),
+		node("tb", "", rule("chk.tb", "", perMinute.TokenBucket(1000), "minute")),
+		node("sw", "", rule("chk.sw", "", perMinute, "minute")),
+		node("sl", "", rule("chk.sl", "", perMinute.SlidingLog(), "minute")),
+	))
+	f.clock.Advance(17 * time.Second)
+	windowEnd := time.Minute - time.Duration(f.clock.Now().UnixNano())%time.Minute
+	for _, c := range []struct {
+		key       string
+		freshWant time.Duration
+	}{{"fw", windowEnd}, {"tb", 0}, {"sw", 0}, {"sl", 0}} {
+		check := func() *pb.RateLimitResponse { return f.do(request("chk", withHits(desc(c.key, "v"), 0))) }
+		st := check().Statuses[0]
+		if st.Code != pb.RateLimitResponse_OK || st.LimitRemaining != 1000 || st.DurationUntilReset.AsDuration() != c.freshWant {
+			t.Errorf("%s, fresh key: %s, remaining %d, reset %s; want OK, 1000, %s",
+				c.key, st.Code, st.LimitRemaining, st.DurationUntilReset.AsDuration(), c.freshWant)
+		}
+		spent := f.do(request("chk", withHits(desc(c.key, "v"), 10))).Statuses[0]
+		st = check().Statuses[0]
+		if st.Code != pb.RateLimitResponse_OK || st.LimitRemaining != 990 ||
+			st.DurationUntilReset.AsDuration() != spent.DurationUntilReset.AsDuration() {
+			t.Errorf("%s, 10 of 1000 spent: %s, remaining %d, reset %s; want OK, 990, %s (as the spending answer said)",
+				c.key, st.Code, st.LimitRemaining, st.DurationUntilReset.AsDuration(), spent.DurationUntilReset.AsDuration())
+		}
+	}
+}
