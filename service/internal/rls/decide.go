@@ -404,12 +404,12 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 		case it.denyAll:
 			it.res = denyAllResult(it.limit)
 		case it.cost == 0:
-			res, err := s.peek(ctx, redlimit.Request{Key: it.key, Limit: it.limit, Cost: 1})
+			res, err := s.check(ctx, it.key, it.limit)
 			if err != nil {
 				return err
 			}
 			if it.ruleKey != "" {
-				rule, err := s.peek(ctx, redlimit.Request{Key: it.ruleKey, Limit: it.ruleLimit, Cost: 1})
+				rule, err := s.check(ctx, it.ruleKey, it.ruleLimit)
 				if err != nil {
 					return err
 				}
@@ -568,6 +568,34 @@ func (s *Service) peek(ctx context.Context, r redlimit.Request) (redlimit.Result
 	res, err := s.opts.Limiter.Peek(ctx, r.Key, r.Limit, r.Cost)
 	s.opts.Observer.Backend(time.Since(start), res.Source, err)
 	return res, err
+}
+
+// check answers a check (hits_addend 0) of key under limit. It passes
+// if a hit of 1 would, and reports the key as it is, not after that hit.
+// A hit above the limit is denied whatever the key holds, and a denial
+// describes the key without its hit: so a second peek, of limit.Max()+1,
+// reads what is left and when it is whole. A fixed window needs none: one
+// hit less is one more left, and its reset is its window's end, which
+// envoyproxy/ratelimit reports for every key, fresh ones too. Nor does a
+// limit of redlimit.MaxCost, which has no larger hit: it shows one more
+// left, and the reset after the hit.
+func (s *Service) check(ctx context.Context, key string, limit redlimit.Limit) (redlimit.Result, error) {
+	res, err := s.peek(ctx, redlimit.Request{Key: key, Limit: limit, Cost: 1})
+	if err != nil || !res.Allowed || res.Source == redlimit.FromFailOpen {
+		return res, err
+	}
+	if limit.Algorithm == redlimit.FixedWindow || limit.Max() >= redlimit.MaxCost {
+		res.Remaining++
+		return res, nil
+	}
+	now, err := s.peek(ctx, redlimit.Request{Key: key, Limit: limit, Cost: limit.Max() + 1})
+	if err != nil {
+		return redlimit.Result{}, err
+	}
+	if !now.Allowed && now.Source == res.Source {
+		res.Remaining, res.ResetAfter = now.Remaining, now.ResetAfter
+	}
+	return res, nil
 }
 
 // sourceOf returns the first source among results that is not the store.
