@@ -131,6 +131,7 @@ type modelItem struct {
 	role    int   // 0 enforced, 1 quota, 2 shadow
 	debit   bool
 	allowed bool
+	left    int64 // a check's: what is left before the request
 }
 
 // modelPeriods are the periods of the units the model's overrides use.
@@ -164,10 +165,12 @@ func modelOverride(o *rlpb.RateLimitDescriptor_RateLimitOverride, r *modelRule, 
 
 // modelDecide answers a request as the package documentation says, on
 // counts, and updates them: it returns the overall code and each status.
-// A request with an override the policy refuses is an error (ok false),
+// checks holds, by descriptor, what a check (hits_addend 0) has left
+// (limit_remaining), or -1. A request with an override the policy
+// refuses is an error (ok false),
 // which counts nothing. Under no-raise, an override of a limited rule not
 // in shadow mode is decided with the rule's own limit: both must admit.
-func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, reqHits uint32, quotaMode, shadowAll, noRaise bool) (allowed bool, statuses []bool, ok bool) {
+func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, reqHits uint32, quotaMode, shadowAll, noRaise bool) (allowed bool, statuses []bool, checks []int64, ok bool) {
 	replaced := map[string]bool{}
 	rules := make([]*modelRule, len(descs))
 	keys := make([]string, len(descs))
@@ -201,7 +204,7 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 		if d.Limit != nil {
 			count, key, raises := modelOverride(d.Limit, r, d.Entries[0].Key, d.Entries[0].Value)
 			if noRaise && raises {
-				return false, nil, false
+				return false, nil, nil, false
 			}
 			it.key, it.limit = key, count
 			if noRaise && r != nil && !r.unlimited && !r.shadow && key != keys[i] {
@@ -234,6 +237,10 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 			it.allowed = false
 		case it.cost == 0:
 			it.allowed = fits(it.key, it.limit, 1) && (it.key2 == "" || fits(it.key2, it.limit2, 1))
+			it.left = max(0, it.limit-counts[it.key])
+			if it.key2 != "" {
+				it.left = min(it.left, max(0, it.limit2-counts[it.key2]))
+			}
 		default:
 			if it.role == 1 {
 				consumingQuotas++
@@ -322,14 +329,17 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 			counts[g.key] += g.cost
 		}
 	}
-	statuses = make([]bool, len(descs))
+	statuses, checks = make([]bool, len(descs)), make([]int64, len(descs))
 	for i := range statuses {
-		statuses[i] = true
+		statuses[i], checks[i] = true, -1
 	}
 	for _, it := range items {
 		statuses[it.desc] = it.allowed || it.role == 2
+		if it.cost == 0 {
+			checks[it.desc] = it.left
+		}
 	}
-	return !denied, statuses, true
+	return !denied, statuses, checks, true
 }
 
 // TestModelDecisions compares the service's answers with modelDecide's, a
@@ -382,10 +392,15 @@ func TestModelDecisions(t *testing.T) {
 				}
 			}
 			log = append(log, b.String())
-			wantOK, wantSt, valid := modelDecide(counts, descs, reqHits, quotaMode, shadowAll, noRaise)
+			wantOK, wantSt, wantLeft, valid := modelDecide(counts, descs, reqHits, quotaMode, shadowAll, noRaise)
 			got, want := "error", "error"
 			if resp, err := f.svc.ShouldRateLimit(context.Background(), req); err == nil {
 				got = sig(resp)
+				for i, left := range wantLeft {
+					if r := resp.Statuses[i].LimitRemaining; valid && left >= 0 && int64(r) != left {
+						got += fmt.Sprintf(" (check %d: %d left)", i, r)
+					}
+				}
 			}
 			if valid {
 				want = "O:"
