@@ -147,3 +147,37 @@ func TestJSONHandlerObjectCap(t *testing.T) {
 		t.Fatalf("one object more: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// Issue 27: curl -d sends application/x-www-form-urlencoded, and /json
+// answered 415. A body that parses as a RateLimitRequest is decided
+// whatever its type; cross-site browser requests are the server's to
+// refuse (CrossOriginProtection, TestCrossSiteRequests). A body that does
+// not parse is 415 when it was not sent as JSON, saying what to send.
+func TestJSONHandlerAnyTypeThatParses(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Options{}, apiDomain())
+	h := f.svc.JSONHandler(0)
+	post := func(ctype, body string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/json", strings.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	login := `{"domain":"api","descriptors":[{"entries":[{"key":"path","value":"/login"}]}]}`
+	for i, ctype := range []string{"application/x-www-form-urlencoded", "", "text/plain"} {
+		want := []int{200, 200, 429}[i] // the rule is 2 a minute
+		if rec := post(ctype, login); rec.Code != want || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("Content-Type %q: %d %s, want %d", ctype, rec.Code, rec.Body, want)
+		}
+	}
+	for _, ctype := range []string{"application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""} {
+		rec := post(ctype, "path=/login")
+		var p problem
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); rec.Code != http.StatusUnsupportedMediaType || err != nil || !strings.Contains(p.Detail, "application/json") {
+			t.Errorf("a form sent as %q: %d %s, want 415 naming application/json", ctype, rec.Code, rec.Body)
+		}
+	}
+}
