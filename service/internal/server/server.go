@@ -242,6 +242,7 @@ type Server struct {
 	rlsHandler grpc.UnaryHandler
 
 	recorder       *dashboard.Recorder // nil with Options.NoDashboard
+	ruleNames      ruleNames           // the dashboard's rule names
 	dashDone       <-chan struct{}     // ends the dashboard's event streams
 	closeDashboard func()              // closes dashDone, once
 
