@@ -686,7 +686,7 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 		return fmt.Errorf("resilient: %w", err)
 	}
 	if l.deny != nil {
-		l.deny.forget(key, limit)
+		l.deny.forget(key, limit, l.now())
 	}
 	if l.seen != nil {
 		l.seen.forget(key, limit)
