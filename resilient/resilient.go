@@ -677,13 +677,18 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	return r, nil
 }
 
-// Reset implements [redlimit.Limiter]: it resets the key in the store, the
-// fallback and the deny cache, and, once the store has reset it, drops
-// what this node owes the store for it (see Reconciliation). A store
-// failure is returned: there is no policy for a reset.
+// Reset implements [redlimit.Limiter]: it resets the key in the store,
+// then in the fallback and the caches, and drops what this node owes the
+// store for it (see Reconciliation). A store failure is returned, and
+// leaves this node's state as it was: there is no policy for a reset.
 func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) error {
 	if err := redlimit.ValidateRequest(key, limit, 1); err != nil {
 		return fmt.Errorf("resilient: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	if err := l.store.Reset(cctx, key, limit); err != nil {
+		return fmt.Errorf("%w: reset: %w", ErrStore, err)
 	}
 	if l.deny != nil {
 		l.deny.forget(key, limit, l.now())
@@ -691,18 +696,13 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 	if l.seen != nil {
 		l.seen.forget(key, limit)
 	}
-	if err := l.fallback.Reset(ctx, key, l.share(limit)); err != nil {
-		return err
-	}
-	cctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
-	if err := l.store.Reset(cctx, key, limit); err != nil {
-		return fmt.Errorf("%w: reset: %w", ErrStore, err)
-	}
 	if l.debts != nil {
 		// What this node owes the key is owed to the state just reset
 		// no more (other nodes' debts are charged still).
 		l.debts.forget(key, limit)
+	}
+	if err := l.fallback.Reset(policyContext(ctx), key, l.share(limit)); err != nil {
+		return fmt.Errorf("resilient: reset in the fallback: %w", err)
 	}
 	return nil
 }
