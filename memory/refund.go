@@ -219,7 +219,8 @@ func giveBack(e *entry, now, k int64, w wrote, l redlimit.Limit) {
 }
 
 // take removes k units from the entry at time t, if it holds that many;
-// the later entries keep theirs.
+// the later entries keep theirs. An entry left empty is removed, as the
+// Redis store removes it: it would hold a time but no unit.
 func (r *ring) take(t, k int64) {
 	i := r.firstAfter(t - 1)
 	if i == r.n || r.at(i).at != t || int64(r.cumAfter(i)-r.at(i).cum) < k {
@@ -229,9 +230,13 @@ func (r *ring) take(t, k int64) {
 		r.at(j).cum -= uint64(k)
 	}
 	r.total -= uint64(k)
-	if i == r.n-1 && r.total == r.at(i).cum {
-		r.n-- // the newest entry, now empty
+	if r.cumAfter(i) != r.at(i).cum {
+		return
 	}
+	for j := i; j < r.n-1; j++ {
+		*r.at(j) = *r.at(j + 1)
+	}
+	r.n--
 }
 
 // restore is a refund's, after it emptied e's latest window: as the Redis

@@ -142,9 +142,10 @@ func TestLogRefundEmptiedEntryDifferential(t *testing.T) {
 // TestLogRefundClockBackDifferential runs random sequences of Admit,
 // partial and repeated Refunds, debits, AllowN and Peek on sliding logs,
 // with the clock stepping forward and back, on the memory store and on
-// Redis at the same instants, and compares every answer. Its count of 100
-// lets a log hold more entries after a refunded one than a Redis refund
-// rewrites (lua/refund.lua, LOG_REFUND).
+// Redis at the same instants, and compares every answer. Runs of
+// admissions at successive instants under a count of 100 leave more
+// entries after a refunded one than a Redis refund rewrites
+// (lua/refund.lua, LOG_REFUND).
 func TestLogRefundClockBackDifferential(t *testing.T) {
 	limits := []redlimit.Limit{
 		redlimit.Per(10, 100*time.Millisecond).SlidingLog(),
@@ -201,6 +202,17 @@ func TestLogRefundClockBackDifferential(t *testing.T) {
 						}
 						x.refund(g, b)
 						grants = append(grants[:i], grants[i+1:]...)
+					case op < 8 && rng.IntN(4) == 0:
+						// A run of admissions at successive instants, so
+						// that a refund may find many entries after its own.
+						r := req()
+						r.Cost = 1
+						for range 1 + rng.IntN(80) {
+							x.clock.Advance(time.Duration(1+rng.IntN(100)) * time.Microsecond)
+							if g := x.admit([]redlimit.Request{r}); g != nil && g.m.Allowed && rng.IntN(8) == 0 {
+								grants = append(grants, g)
+							}
+						}
 					case op < 8:
 						x.debit(req())
 					default:
@@ -218,6 +230,28 @@ func TestLogRefundClockBackDifferential(t *testing.T) {
 				if back == 0 {
 					t.Errorf("seed %d: the clock never stepped back", seed)
 				}
+			}
+		})
+	}
+}
+
+// TestLogRefundManyAfterDifferential: a sliding-log refund of an entry
+// with more entries after it than a Redis refund rewrites (LOG_REFUND in
+// lua/refund.lua) gives the same back on both stores.
+func TestLogRefundManyAfterDifferential(t *testing.T) {
+	lim := redlimit.Per(100, time.Second).SlidingLog()
+	for _, d := range attackDeployments() {
+		t.Run(d.name, func(t *testing.T) {
+			for _, after := range []int{63, 64, 65, 70} {
+				x := newLogDiff(t, d, fmt.Sprintf("%s, %d after", d.name, after), today)
+				req := redlimit.Request{Key: fmt.Sprint("k", after), Limit: lim, Cost: 1}
+				first := x.admit([]redlimit.Request{req})
+				for range after {
+					x.clock.Advance(time.Millisecond)
+					x.admit([]redlimit.Request{req})
+				}
+				x.refund(first, []int64{1})
+				x.decide(redlimit.Request{Key: req.Key, Limit: lim, Cost: 100 - int64(after)}, true)
 			}
 		})
 	}
