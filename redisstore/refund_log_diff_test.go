@@ -155,7 +155,7 @@ func TestLogRefundClockBackDifferential(t *testing.T) {
 	keys := []string{"a", "b", "{c}"}
 	for _, d := range attackDeployments() {
 		t.Run(d.name, func(t *testing.T) {
-			for seed := range seeds(200) {
+			for seed := range seeds(100) {
 				rng := rand.New(rand.NewPCG(seed, 25))
 				x := newLogDiff(t, d, fmt.Sprintf("%s seed %d", d.name, seed), today)
 				pre := fmt.Sprintf("s%d/", seed)
