@@ -106,3 +106,61 @@ func TestFullStoreCountsDebits(t *testing.T) {
 		t.Errorf("stats %+v, want 18 states", st)
 	}
 }
+
+// TestFullStoreDebitsConcurrent: 16 goroutines run Envoy's
+// check-then-debit flow on new keys, and admit other new keys, on a store
+// that fills. Every debit is counted, or fails with
+// ErrFull and counts nothing; the store never holds more states than
+// debits may take (an eighth beyond the bound).
+func TestFullStoreDebitsConcurrent(t *testing.T) {
+	ctx := context.Background()
+	budget := redlimit.PerHour(100).FixedWindow()
+	s := newStoreNoCleanup(t, memory.WithMaxKeys(64), memory.WithSweepInterval(0))
+	var counted, failed [16]int
+	runWorkers(t, 16, 200, func(g, i int) {
+		key := fmt.Sprint("g", g, "/", i)
+		if i%2 == 0 {
+			if _, err := s.AllowN(ctx, key, budget, 1); err != nil {
+				t.Error(err)
+			}
+			return
+		}
+		r, err := s.Peek(ctx, key, budget, 1)
+		if err != nil || !r.Allowed {
+			if err != nil || r.RetryAfter <= 0 {
+				t.Errorf("check %q: %+v, %v", key, r, err)
+			}
+			return // no work, so no debit
+		}
+		_, err = redlimit.Debit(ctx, s, key, budget, 40)
+		switch {
+		case errors.Is(err, memory.ErrFull):
+			failed[g]++
+			// Allowed with 39 left, or refused with 0: not 60, counted.
+			if p, err := s.Peek(ctx, key, budget, 61); err != nil || p.Remaining == 60 {
+				t.Errorf("%q after a debit that failed: %+v, %v, want nothing counted", key, p, err)
+			}
+		case err != nil:
+			t.Errorf("debit %q: %v", key, err)
+		default:
+			counted[g]++
+			if p, err := s.Peek(ctx, key, budget, 61); err != nil || p.Allowed {
+				t.Errorf("%q after a debit of 40 of 100: a check of 61: %+v, %v, want denied", key, p, err)
+			}
+		}
+		if n := s.Len(); n > 72 {
+			t.Errorf("%d states, more than debits may take", n)
+		}
+	})
+	s.Close()
+	var c, f int
+	for g := range counted {
+		c, f = c+counted[g], f+failed[g]
+	}
+	// A debit fails only when more checks passed at once than debits may
+	// take beyond the bound: rare with 16 goroutines and room for 8.
+	t.Logf("%d debits of checks that passed counted, %d failed with ErrFull, %+v", c, f, s.Stats())
+	if c == 0 || f > c {
+		t.Errorf("%d debits counted, %d failed", c, f)
+	}
+}
