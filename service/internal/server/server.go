@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"github.com/redlimit/redlimit/service/internal/rls"
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 	"github.com/redlimit/redlimit/service/internal/tracing"
+	"github.com/redlimit/redlimit/service/internal/version"
 )
 
 // Defaults of [Options].
@@ -52,15 +52,6 @@ const (
 // tracingFlushTimeout bounds the export of the spans still queued when the
 // server closes.
 const tracingFlushTimeout = 5 * time.Second
-
-// version returns the module version of the binary, for the traces'
-// service.version: "(devel)" for a build from a work tree.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return ""
-}
 
 // Options configure a [Server]. The zero value of each field is its default.
 type Options struct {
@@ -313,7 +304,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	}
 	var traceHook func(context.Context, *pb.RateLimitRequest, *pb.RateLimitResponse, error)
 	if s.opts.Tracing || s.opts.TracerProvider != nil {
-		if s.tracing, err = tracing.New(ctx, tracing.Options{Provider: s.opts.TracerProvider, Version: version(), Logger: s.log}); err != nil {
+		if s.tracing, err = tracing.New(ctx, tracing.Options{Provider: s.opts.TracerProvider, Version: version.Get().Version, Logger: s.log}); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
