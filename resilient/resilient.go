@@ -174,7 +174,7 @@ type Limiter struct {
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
 	recWG       sync.WaitGroup
-	quit        chan struct{} // closed by Close
+	quit        chan struct{}  // closed by Close
 	owned       []func() error // closed by Close after the Limiter, in order (see Open)
 }
 
