@@ -29,6 +29,7 @@ import (
 	"github.com/redlimit/redlimit/resilient"
 	"github.com/redlimit/redlimit/service/internal/config"
 	"github.com/redlimit/redlimit/service/internal/dashboard"
+	"github.com/redlimit/redlimit/service/internal/fswatch"
 	"github.com/redlimit/redlimit/service/internal/rls"
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 	"github.com/redlimit/redlimit/service/internal/tracing"
@@ -266,6 +267,7 @@ type Server struct {
 	healthDone chan struct{}
 
 	reloadMu  sync.Mutex
+	watcher   atomic.Pointer[fswatch.Watcher] // the configuration's, while Run runs
 	closeOnce sync.Once
 	// life ends when the server starts shutting down (or is closed): a
 	// reload then in progress is abandoned.
@@ -513,11 +515,11 @@ func (s *Server) Run(ctx context.Context) error {
 		bgWG.Wait()
 	}()
 	if s.opts.ConfigPath != "" {
-		w, err := s.newWatcher()
+		done, err := s.watch(bg)
 		if err != nil {
 			return err
 		}
-		bgWG.Go(func() { w.run(bg) })
+		bgWG.Go(func() { <-done })
 	}
 	if s.tls != nil {
 		done, err := s.tls.Watch(bg)
