@@ -266,6 +266,8 @@ type Server struct {
 	// NOT_SERVING, ends its Watch streams (watchEnds).
 	healthDone chan struct{}
 
+	handshakeLogs throttle // of failed TLS handshakes, on both listeners
+
 	reloadMu  sync.Mutex
 	watcher   atomic.Pointer[fswatch.Watcher] // the configuration's, while Run runs
 	closeOnce sync.Once
