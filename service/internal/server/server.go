@@ -485,7 +485,8 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.nodes, err = store.Register(ctx, redisstore.RegistryOptions{Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: live-node registry: %w", err)
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem}); err != nil {
+	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
+		BreakerChanged: (&breakerLog{log: s.log}).changed}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", s.nodes.ID(), "live_nodes", s.nodes.Nodes())
