@@ -6,8 +6,8 @@
 //
 // It watches directories, not files. For each path it watches the
 // directory holding what the path leads to (every change there counts),
-// and the directory holding the path and each symbolic link on the way
-// (only changes of that name count). After each change it resolves the
+// and the directory holding the path, each symbolic link on the way and
+// where each leads (only changes of that name count). After each change it resolves the
 // paths again and moves its watches to where they lead now.
 package fswatch
 
@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,9 +47,8 @@ type Watcher struct {
 	opts  Options
 	fw    *fsnotify.Watcher
 
-	mu    sync.Mutex
-	dirs  map[string]map[string]bool // dir → names that count; nil: all
-	armed map[string]bool            // dirs given to fw
+	mu   sync.Mutex
+	dirs map[string]map[string]bool // dir → names that count; nil: all
 }
 
 // New watches paths, as the package doc says. An error means none of the
@@ -64,7 +64,7 @@ func New(paths []string, opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fswatch: %w", err)
 	}
-	w := &Watcher{paths: paths, opts: opts, fw: fw, armed: map[string]bool{}}
+	w := &Watcher{paths: paths, opts: opts, fw: fw}
 	if err := w.Rearm(); err != nil {
 		fw.Close()
 		return nil, err
@@ -83,26 +83,25 @@ func (w *Watcher) Rearm() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.dirs = dirs
-	for d := range w.armed {
+	// fsnotify drops the watch of a directory removed or moved.
+	armed := w.fw.WatchList()
+	for _, d := range armed {
 		if _, ok := dirs[d]; !ok {
-			w.fw.Remove(d) // fails when d is gone, and its watch with it
-			delete(w.armed, d)
+			w.fw.Remove(d)
 		}
 	}
 	var errs []error
 	for d := range dirs {
-		if w.armed[d] {
+		if slices.Contains(armed, d) {
 			continue
 		}
 		if err := w.fw.Add(d); err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		w.armed[d] = true
 	}
 	if len(errs) > 0 {
 		err := fmt.Errorf("fswatch: watching %v: %w", w.paths, errors.Join(errs...))
-		if len(w.armed) == 0 {
+		if len(errs) == len(dirs) {
 			return err
 		}
 		w.opts.Logger.Warn("some changes of these files will not be seen", "err", err)
@@ -153,8 +152,8 @@ func (w *Watcher) Run(ctx context.Context, changed func()) {
 }
 
 // targets adds to dirs what to watch for path: the directory holding the
-// path and each link on its way, for that name, and the directory where
-// it leads, for every name. Parts that do not resolve are left out.
+// path, each link on its way and where each leads, for that name, and the
+// directory where the path leads, for every name. Parts that do not resolve are left out.
 func targets(path string, dirs map[string]map[string]bool) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -175,8 +174,8 @@ func targets(path string, dirs map[string]map[string]bool) {
 }
 
 // resolve returns the real path of abs, an absolute clean path. It adds
-// to dirs each link it follows, by name in its real directory, and abs
-// itself when self is set. ok is false when a directory on the way does
+// to dirs, by name in its real directory, each link it follows and where
+// each leads, and abs itself when self is set. ok is false when a directory on the way does
 // not resolve; abs itself may be missing, as its creation counts.
 func resolve(abs string, dirs map[string]map[string]bool, hops int, self bool) (real string, ok bool) {
 	parent, base := filepath.Dir(abs), filepath.Base(abs)
@@ -206,7 +205,7 @@ func resolve(abs string, dirs map[string]map[string]bool, hops int, self bool) (
 	if !filepath.IsAbs(target) {
 		target = filepath.Join(realParent, target)
 	}
-	return resolve(filepath.Clean(target), dirs, hops+1, false)
+	return resolve(filepath.Clean(target), dirs, hops+1, true)
 }
 
 // watchName makes a change of name in dir count, unless every change in

@@ -13,11 +13,12 @@ import (
 // TestSeesEveryReplacement is a randomized test: a path through links
 // (a link to a directory, a link to a link, a link to the file, at random)
 // sees every way of replacing the file, each several times in random
-// order: written in place, renamed over, and each link on the way swapped
-// atomically to a new copy of what it led to.
+// order: written in place, renamed over, its directory replaced by a new
+// one of its name, and each link on the way swapped atomically to a new
+// copy of what it led to.
 func TestSeesEveryReplacement(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(4) {
+	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 1))
@@ -126,7 +127,20 @@ func (l *layout) replace(rng *rand.Rand) string {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	switch rng.IntN(3) {
+	switch rng.IntN(4) {
+	case 3:
+		// The directory itself replaced by a new one of its name.
+		if err := os.Rename(real, real+".old"); err != nil {
+			l.t.Fatal(err)
+		}
+		if err := os.Mkdir(real, 0o755); err != nil {
+			l.t.Fatal(err)
+		}
+		l.copyDir(real+".old", real)
+		if err := os.RemoveAll(real + ".old"); err != nil {
+			l.t.Fatal(err)
+		}
+		return "the directory replaced"
 	case 0:
 		l.write(filepath.Join(real, "rules.yaml"))
 		return "written in place"
@@ -150,21 +164,27 @@ func (l *layout) replace(rng *rand.Rand) string {
 		return fmt.Sprintf("link %d swapped to a new link", i)
 	}
 	d := l.mkdir()
-	entries, err := os.ReadDir(real)
+	l.copyDir(real, d)
+	l.swap(filepath.Base(d), l.links[0])
+	return "link 0 swapped to a new directory"
+}
+
+// copyDir copies the links of from to to, and writes new files of their
+// names.
+func (l *layout) copyDir(from, to string) {
+	entries, err := os.ReadDir(from)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	for _, e := range entries {
-		src := filepath.Join(real, e.Name())
+		src := filepath.Join(from, e.Name())
 		if e.Type()&os.ModeSymlink != 0 {
 			target, _ := os.Readlink(src)
-			l.symlink(target, filepath.Join(d, e.Name()))
+			l.symlink(target, filepath.Join(to, e.Name()))
 			continue
 		}
-		l.write(filepath.Join(d, e.Name()))
+		l.write(filepath.Join(to, e.Name()))
 	}
-	l.swap(filepath.Base(d), l.links[0])
-	return "link 0 swapped to a new directory"
 }
 
 // tree lists the layout, for a failure's message.
