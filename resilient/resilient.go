@@ -129,6 +129,11 @@ type Options struct {
 	Nodes NodeCounter
 	// Logger receives breaker changes and failures; default slog.Default().
 	Logger *slog.Logger
+	// BreakerChanged, if not nil, is told each change of the breaker's
+	// state instead of the Logger. cause is the store's error that opened
+	// it, nil for other changes. It runs under the breaker's lock: it must
+	// be fast and must not call the Limiter.
+	BreakerChanged func(from, to string, cause error)
 	// Now is the clock of the deny cache; default time.Now.
 	Now func() time.Time
 }
@@ -154,6 +159,8 @@ type Limiter struct {
 	ownsFB   *memory.Store
 	nodes    NodeCounter
 	log      *slog.Logger
+	changed  func(from, to string, cause error) // Options.BreakerChanged
+	lastFail atomic.Pointer[error]              // the store's last failure the breaker counted
 	now      func() time.Time
 	workers  workers
 	bound    bool          // the store's AllowN and Peek return by their context's deadline (see contextBound)
@@ -197,6 +204,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		fallback: opts.Fallback,
 		nodes:    opts.Nodes,
 		log:      opts.Logger,
+		changed:  opts.BreakerChanged,
 		now:      opts.Now,
 		workers:  newWorkers(maxWorkers),
 		spread:   cmp.Or(opts.ReconcileSpread, DefaultReconcileSpread),
@@ -246,8 +254,22 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		MaxRequests: 1,
 		Timeout:     l.coolDown,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsSuccessful: func(err error) bool {
+			if err != nil { // the cause OnStateChange, called next, reports
+				l.lastFail.Store(&err)
+			}
+			return err == nil
+		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
+			var cause error
+			if p := l.lastFail.Load(); p != nil && to == gobreaker.StateOpen {
+				cause = *p
+			}
+			if l.changed != nil {
+				l.changed(from.String(), to.String(), cause)
+			} else {
+				l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String(), "cause", cause)
+			}
 			switch {
 			case to == gobreaker.StateOpen:
 				l.outage.Store(true)
