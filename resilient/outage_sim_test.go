@@ -170,3 +170,49 @@ func TestTokenBucketAdmitsAtTheRateAfterAnOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestOutageBounds measures what docs/RELIABILITY.md states as the
+// bounds of an outage with local: four nodes, traffic at four times the rate,
+// and the most admitted within any period. With every node cut off,
+// each node admits its share, rounded up, every period: up to N − 1 above
+// the limit each period, not once. With one node cut off alone (a
+// partition), the others get the whole limit from Redis and that node its
+// share on top.
+func TestOutageBounds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	const nodes = 4
+	for _, c := range []struct {
+		name  string
+		lim   redlimit.Limit
+		cut   []int // nil: every node
+		bound int   // the most admitted within a period
+	}{
+		// ceil(5/4) = 2 a node: 8 a period; the probes, one a node, after.
+		{"every node, rounding", redlimit.PerSecond(5).SlidingLog(), nil, 8 + nodes},
+		{"every node", redlimit.PerSecond(40).SlidingLog(), nil, 40 + nodes},
+		{"every node, token bucket", redlimit.PerSecond(40).TokenBucket(40), nil, 40 + 40 + nodes},
+		// 40 from Redis and 10, the share, by the node cut off.
+		{"one node", redlimit.PerSecond(40).SlidingLog(), []int{0}, 40 + 10 + 1},
+		{"one node, rounding", redlimit.PerSecond(5).SlidingLog(), []int{0}, 5 + 2 + 1},
+		{"one node, token bucket", redlimit.PerSecond(40).TokenBucket(40), []int{0}, 40 + 40 + 10 + 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSimNodes(t, srv, nodes)
+			key := fmt.Sprint("k", rand.Uint64())
+			interval := c.lim.Period / time.Duration(4*c.lim.Count)
+			evs := s.run(t, key, c.lim, 2*time.Second, interval)
+			s.cut(c.cut, true)
+			from := time.Duration(s.at.Load())
+			evs = append(evs, s.run(t, key, c.lim, 5*time.Second, interval)...)
+			s.cut(nil, false)
+			evs = append(evs, s.run(t, key, c.lim, 3*time.Second, interval)...)
+			during := admitted(evs, from+c.lim.Period, from+5*c.lim.Period) / 4
+			most := maxInWindow(evs, c.lim.Period)
+			t.Logf("%s: %d admitted a period during the outage, at most %d within a period, limit %d", c.lim, during, most, c.lim.Count)
+			if most > c.bound {
+				t.Errorf("%d admitted within a period, bound %d", most, c.bound)
+			}
+		})
+	}
+}
