@@ -63,7 +63,8 @@ type Options struct {
 	// CoolDown is how long the open breaker sends every decision to the
 	// failure policies before one probe call tries the store again
 	// (default [DefaultCoolDown]). A probe that succeeds closes the breaker.
-	// The probe has Timeout whatever its caller's deadline, and its caller
+	// The probe has the longer of Timeout and CoolDown whatever its
+	// caller's deadline (it pays a reconnection), and its caller
 	// gets the failure policy's answer if its own deadline comes first.
 	CoolDown time.Duration
 	// DenyCacheSize bounds how many denials are remembered in process
