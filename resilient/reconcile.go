@@ -61,12 +61,10 @@ import (
 //
 // The debts are bounded (Options.ReconcileSize states, and CacheBytes):
 // when full, a new state's units are not recorded (counted as dropped),
-// after the entries whose period has passed have been removed from a
-// sample; the states held keep being counted in full. Units are not
-// charged (expired) once the store's state would have drained them, had
-// it counted them at their last (see drained): a period after it for a
-// sliding log or a fixed window, two for a sliding window, and for a token
-// bucket the time its count refills them in, at least a period. A charge
+// after the entries with nothing left to charge have been removed from a
+// sample; the states held keep being counted in full. A charge is of what
+// the store would still hold of the units, had it counted each when this
+// node did (see accrual); the rest is not charged (expired). A charge
 // in doubt expires a period after its last unit: it is not sent again after that, which is
 // within the time the store keeps its id (twice the period for
 // redisstore.Store), so a retry never finds its id forgotten.
@@ -155,9 +153,9 @@ type Reconciliation struct {
 	// counted by the store after all: the retry counted nothing.
 	Replayed int64
 	Dropped  int64 // units not recorded: the bound was reached
-	// Expired counts the units not charged, their state having drained
-	// them since their last local unit, or whose charge in doubt was not
-	// sent again: a period passed since its last local unit.
+	// Expired counts the units not charged: those the store's state would
+	// have drained since they were counted here (see accrual), and those
+	// of a charge in doubt not sent again, a period after its last unit.
 	Expired int64
 }
 
