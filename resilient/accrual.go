@@ -43,13 +43,21 @@ func slot(limit redlimit.Limit, t int64) int64 {
 // add records n units counted at at, when the debt owed units counted
 // up to last (none when units is 0), with nodes live. A time before last
 // (a charge given back, or a clock stepped back) counts as last for what
-// it may take off; the units stay whole.
-func (a *accrual) add(limit redlimit.Limit, nodes int, units, last, n, at int64) {
+// it may take off; the units stay whole. full is when the store last said
+// the state would be full again: a token bucket's first unit finds it
+// refilled since, had no other node spent it (MaxInt64: empty).
+func (a *accrual) add(limit redlimit.Limit, nodes int, units, last, n, at, full int64) {
 	a.nodes = int32(min(nodes, math.MaxInt32))
 	if limit.Algorithm == redlimit.TokenBucket {
 		switch {
 		case units == 0:
-			a.first, a.level = at, float64(n)
+			// A bucket that held h tokens is one empty h emissions before.
+			burst := float64(limit.Burst) * float64(limit.EmissionInterval()) * float64(time.Microsecond)
+			held := min(max(0, burst-max(0, float64(full)-float64(at))), 1<<61)
+			a.first, a.level = at-int64(held), float64(n)
+			if a.first > at {
+				a.first = math.MinInt64 // wrapped
+			}
 		case at >= last:
 			a.level = max(0, a.level-float64(at-last)/a.perToken(limit)) + float64(n)
 		default:
@@ -89,11 +97,14 @@ func (a *accrual) add(limit redlimit.Limit, nodes int, units, last, n, at int64)
 //
 // A token bucket forgets what it spent once it has refilled it, which a
 // full bucket never does: a refill above the burst is lost. This node
-// takes its share of the refill (rate and burst over the live nodes) and
-// a bucket empty at its first unit, the least the store may have held. It
-// owes the larger of what its spending outran that refill (level, drawn
-// down since last), and units less the refill above the share's burst
-// since first.
+// takes its share of the refill and of what the bucket held at its first
+// unit (rate, burst and held tokens over the live nodes). It owes the
+// larger of what its spending outran that refill (level, drawn down since
+// last), and units less the refill above the share's burst since the
+// bucket's share was empty (first). What the bucket held is what the
+// store last told this node, refilled since, or full if it told nothing,
+// as the local fallback takes it: other nodes' spending this node has not
+// heard of is not seen, as in the outage's own bound.
 func (a *accrual) due(limit redlimit.Limit, units, last, now int64) int64 {
 	if units <= 0 {
 		return 0

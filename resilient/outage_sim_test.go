@@ -26,6 +26,8 @@ type simNodes struct {
 	base  time.Time
 	nodes []*resilient.Limiter
 	down  []*atomic.Bool
+	turn  int               // the node the next request goes to
+	redis *redisstore.Store // the state, read past the nodes
 }
 
 func (s *simNodes) now() time.Time { return s.base.Add(time.Duration(s.at.Load())) }
@@ -42,7 +44,9 @@ func newSimNodes(t *testing.T, srv *redistest.Server, n int) *simNodes {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { fb.Close() })
-		store := downStore{redisStore(t, []string{srv.Addr()}, prefix, redisstore.WithClock(s.now), redisstore.WithTTLMargin(time.Hour)), down}
+		raw := redisStore(t, []string{srv.Addr()}, prefix, redisstore.WithClock(s.now), redisstore.WithTTLMargin(time.Hour))
+		s.redis = raw
+		store := downStore{raw, down}
 		s.nodes = append(s.nodes, newLimiter(t, store, resilient.Options{
 			Nodes: fixedNodes(n), Now: s.now, Fallback: fb, Timeout: time.Second,
 			FailureThreshold: 1, CoolDown: time.Millisecond, ReconcileSpread: -1,
@@ -87,7 +91,8 @@ func (s *simNodes) run(t *testing.T, key string, lim redlimit.Limit, d, interval
 	var out []simEvent
 	for i := 0; time.Duration(i)*interval < d; i++ {
 		s.at.Add(int64(interval))
-		r, err := s.nodes[int(s.at.Load()/int64(interval))%len(s.nodes)].Allow(context.Background(), key, lim)
+		s.turn = (s.turn + 1) % len(s.nodes)
+		r, err := s.nodes[s.turn].Allow(context.Background(), key, lim)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -177,14 +178,14 @@ func (l *Limiter) Reconciliation() Reconciliation {
 
 // add records that n units of key under limit (the store's limit) were
 // counted at now by this node alone.
-func (ds *debts) add(key string, limit redlimit.Limit, n int64, nodes int, now time.Time, st *reconcileStats) {
+func (ds *debts) add(key string, limit redlimit.Limit, n int64, nodes int, full int64, now time.Time, st *reconcileStats) {
 	k := limit.StateID(key)
 	at := ds.mono.ns(now)
 	sh := ds.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if d, ok := sh.m[k]; ok {
-		d.acc.add(limit, nodes, d.units, d.last, n, at)
+		d.acc.add(limit, nodes, d.units, d.last, n, at, full)
 		d.limit, d.units, d.last = limit, min(redlimit.MaxCost, d.units+n), at
 		sh.m[k] = d
 		return
@@ -206,7 +207,7 @@ func (ds *debts) add(key string, limit redlimit.Limit, n int64, nodes int, now t
 		}
 	}
 	d := debt{limit: limit, units: min(redlimit.MaxCost, n), last: at}
-	d.acc.add(limit, nodes, 0, 0, n, at)
+	d.acc.add(limit, nodes, 0, 0, n, at, full)
 	sh.m[k] = d
 	sh.bytes += size
 	ds.n.Add(1)
@@ -400,7 +401,7 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 		switch {
 		case fresh == unsent:
 			// What was due when it was taken, owed again from then.
-			d.acc.add(c.limit, int(d.acc.nodes), d.units, d.last, c.units, c.at)
+			d.acc.add(c.limit, int(d.acc.nodes), d.units, d.last, c.units, c.at, math.MaxInt64)
 			if d.units == 0 {
 				d.limit, d.last = c.limit, c.at
 			}
@@ -424,9 +425,18 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 
 // owe records that this node counted n units of key under limit by itself.
 func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
-	if l.debts != nil {
-		l.debts.add(key, limit, n, l.nodes.Nodes(), l.now(), &l.rstats)
+	if l.debts == nil {
+		return
 	}
+	// Not known: full, as the local fallback takes a state it has not
+	// seen to be.
+	full := int64(math.MinInt64)
+	if l.seen != nil {
+		if at, ok := l.seen.fullAt(key, limit); ok {
+			full = at
+		}
+	}
+	l.debts.add(key, limit, n, l.nodes.Nodes(), full, l.now(), &l.rstats)
 }
 
 // decideOwed makes the call c, which decides the states of owed, some of
