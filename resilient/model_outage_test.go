@@ -109,6 +109,18 @@ func (s *flaky) DebitOnce(ctx context.Context, req redlimit.Request, id string) 
 	return r, counted, err
 }
 
+// seedCount returns how many seeds a randomized test runs: def, short
+// with -short, or REDLIMIT_SEEDS for a longer hunt.
+func seedCount(def, short uint64) uint64 {
+	if n, err := strconv.ParseUint(os.Getenv("REDLIMIT_SEEDS"), 10, 64); err == nil {
+		return n
+	}
+	if testing.Short() {
+		return short
+	}
+	return def
+}
+
 // TestRandomOutagesOneNode: one node, a few keys under a sliding log of an
 // hour (nothing drains during the test), and random steps: the store down
 // for every key, for some keys only (the breaker may stay closed), or up;
@@ -121,14 +133,7 @@ func (s *flaky) DebitOnce(ctx context.Context, req redlimit.Request, id string) 
 func TestRandomOutagesOneNode(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	seeds := 40
-	if testing.Short() {
-		seeds = 10
-	}
-	if n, err := strconv.Atoi(os.Getenv("REDLIMIT_SEEDS")); err == nil {
-		seeds = n // a longer hunt
-	}
-	for seed := range uint64(seeds) {
+	for seed := range seedCount(40, 10) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xa77ac4))
 			ctx := context.Background()
@@ -278,15 +283,8 @@ func TestRandomOutagesOneNode(t *testing.T) {
 func TestRandomOutagesAtTheRate(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	seeds := 16
-	if testing.Short() {
-		seeds = 4
-	}
-	if n, err := strconv.Atoi(os.Getenv("REDLIMIT_SEEDS")); err == nil {
-		seeds = n
-	}
 	algs := []redlimit.Algorithm{redlimit.SlidingLog, redlimit.FixedWindow, redlimit.SlidingWindow, redlimit.TokenBucket}
-	for seed := range uint64(seeds) {
+	for seed := range seedCount(16, 4) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(seed, 0x4a7e))

@@ -87,7 +87,7 @@ type Options struct {
 	// ReconcileSize bounds how many states (key, algorithm, period) the
 	// Limiter remembers what it counted by itself for while the store
 	// failed, to charge it to the store when it answers again (default
-	// [DefaultReconcileSize]; about 130 bytes plus the key each, and 130
+	// [DefaultReconcileSize]; about 200 bytes plus the key each, and 130
 	// more while a charge of the state is in doubt, within CacheBytes); a
 	// negative size turns reconciliation off. What is
 	// recorded: the admissions the local fallback allowed, and every
