@@ -65,12 +65,10 @@ func (s *slowReconnect) Peek(ctx context.Context, key string, l redlimit.Limit, 
 
 // TestFaultProbeOutlastsASlowReconnect: Redis is back, but the first call
 // to it takes longer than Options.Timeout (a new connection on a host
-// starved of CPU: TestFaultRedisKilledUnderLoad's probes failed so, each
-// cut off at 50 ms, for seconds after Redis was back, on a host with a
-// load average of 20 on 2 cores), though less than the breaker's
-// cool-down. The probe waits for it (docs/RELIABILITY.md, the deadline)
-// and the breaker closes; before, each probe was cut off at Timeout, the
-// next one dialled afresh, and the breaker never closed.
+// starved of CPU), though less than the breaker's cool-down. The probe
+// waits for it (docs/RELIABILITY.md, the deadline) and the breaker
+// closes. A probe cut off at Timeout leaves the next one to dial afresh,
+// and the breaker never closes.
 func TestFaultProbeOutlastsASlowReconnect(t *testing.T) {
 	t.Parallel()
 	store := &slowReconnect{Limiter: redisStore(t, []string{redistest.Shared(t).Addr()}), dial: 3 * resilient.DefaultTimeout}

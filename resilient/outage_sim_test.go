@@ -133,8 +133,8 @@ func maxInWindow(evs []simEvent, w time.Duration) int {
 // bucket of 40/s (burst 40) with traffic at the rate before, during and
 // after an outage of 8 s. What the nodes admitted locally was refilled as
 // it was spent: once Redis is back, traffic at the rate is admitted at the
-// rate (docs/RELIABILITY.md, "What is charged"). Before, each node charged
-// all it admitted at once, as if spent at that instant, and Redis denied
+// rate (docs/RELIABILITY.md, "What is charged"). A node that charged all
+// it admitted at once, as if spent at that instant, would have Redis deny
 // for about as long as the outage lasted. Over any second, no more than
 // the bucket's burst and rate plus one per node (the probes, which charge
 // nothing first) is admitted, with traffic at twice the rate too.
