@@ -19,17 +19,8 @@ import (
 // nothing, and its key prefix.
 func registryStore(t *testing.T, srv *redistest.Server) (*redisstore.Store, string) {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, DisableRetry: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	prefix := fmt.Sprintf("n%x:", rand.Uint64())
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, prefix
+	return registryStoreWithPrefix(t, srv, prefix), prefix
 }
 
 func register(t *testing.T, s *redisstore.Store, opts redisstore.RegistryOptions) *redisstore.Registry {
@@ -191,4 +182,64 @@ func TestRegistryOptionsBounds(t *testing.T) {
 	if r.Nodes() < 1 {
 		t.Fatalf("%d nodes", r.Nodes())
 	}
+}
+
+// TestRegistryCountAfterHang: Redis hangs longer than the heartbeat TTL,
+// then resumes. The heartbeats that timed out during the hang run on
+// resume and put each node back, so a node's next beat does not find
+// itself missing. Still no node may count fewer than the 4 there are,
+// before or after every node has beaten again.
+func TestRegistryCountAfterHang(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	_, prefix := registryStore(t, srv)
+	var regs []*redisstore.Registry
+	for i := range 4 {
+		if i > 0 {
+			time.Sleep(70 * time.Millisecond) // heartbeats spread over the interval
+		}
+		s := registryStoreWithPrefix(t, srv, prefix)
+		regs = append(regs, register(t, s, redisstore.RegistryOptions{Interval: 300 * time.Millisecond}))
+	}
+	if !waitNodes(3*time.Second, 4, regs...) {
+		t.Fatalf("nodes never all 4")
+	}
+	// Which heartbeats run on resume, and in what order, varies: a
+	// round or two of six have shown the drop.
+	for round := range 6 {
+		// SIGSTOP of the server this test started: 2 s, over twice the TTL.
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		// Every node beats several times within this.
+		lowest := []int{4, 4, 4, 4}
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for i, r := range regs {
+				lowest[i] = min(lowest[i], r.Nodes())
+			}
+		}
+		if lowest[0]+lowest[1]+lowest[2]+lowest[3] != 16 {
+			t.Fatalf("round %d: after Redis hung 2 s (TTL 900 ms), the 4 live nodes counted as few as %v", round, lowest)
+		}
+	}
+}
+
+// registryStoreWithPrefix returns a store on srv with its own client that
+// retries nothing, and the key prefix prefix: another node of one registry.
+func registryStoreWithPrefix(t *testing.T, srv *redistest.Server, prefix string) *redisstore.Store {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
