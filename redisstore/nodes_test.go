@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +243,63 @@ func registryStoreWithPrefix(t *testing.T, srv *redistest.Server, prefix string)
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestRegistryCountThroughFaults is the registry's fault generator: 4
+// nodes, and a random sequence of steps that each hang Redis (SIGSTOP or
+// DEBUG SLEEP, shorter or longer than the TTL), restart it empty, or
+// delete the registry. After each step, while every node beats again, no
+// node may count fewer than the 4 there are.
+func TestRegistryCountThroughFaults(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 0))
+	srv := redistest.Start(t, "--enable-debug-command", "yes")
+	_, prefix := registryStore(t, srv)
+	const interval = 300 * time.Millisecond // TTL 900 ms
+	var regs []*redisstore.Registry
+	for range 4 {
+		time.Sleep(time.Duration(rng.IntN(int(interval/time.Millisecond))) * time.Millisecond)
+		s := registryStoreWithPrefix(t, srv, prefix)
+		regs = append(regs, register(t, s, redisstore.RegistryOptions{Interval: interval}))
+	}
+	if !waitNodes(3*time.Second, 4, regs...) {
+		t.Fatalf("nodes never all 4")
+	}
+	var steps []string
+	for range 6 {
+		hang := time.Duration(200+rng.IntN(2300)) * time.Millisecond
+		var step string
+		var err error
+		switch rng.IntN(4) {
+		case 0:
+			step = "SIGSTOP " + hang.String()
+			if err = srv.Pause(); err == nil {
+				time.Sleep(hang)
+				err = srv.Resume()
+			}
+		case 1:
+			step = "DEBUG SLEEP " + hang.String()
+			_, err = srv.Do("DEBUG", "SLEEP", strconv.FormatFloat(hang.Seconds(), 'f', 3, 64))
+		case 2:
+			step = "restart empty"
+			err = srv.Restart()
+		case 3:
+			step = "registry deleted"
+			_, err = srv.Do("DEL", prefix+"{nodes}")
+		}
+		steps = append(steps, step)
+		if err != nil {
+			t.Fatalf("seed %d, steps %q: %v", seed, steps, err)
+		}
+		lowest := []int{4, 4, 4, 4}
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for i, r := range regs {
+				lowest[i] = min(lowest[i], r.Nodes())
+			}
+		}
+		if lowest[0]+lowest[1]+lowest[2]+lowest[3] != 16 {
+			t.Fatalf("seed %d, steps %q: the 4 live nodes counted as few as %v after the last step", seed, steps, lowest)
+		}
+	}
 }
