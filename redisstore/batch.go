@@ -301,6 +301,7 @@ func (b *batcher) decide(p *pending) outcome {
 		// Never sent: taken out, it cannot be applied.
 		p.state = cancelled
 		b.waiting--
+		b.dropCancelledLocked()
 	}
 	b.mu.Unlock()
 	if st == sent {
@@ -318,6 +319,16 @@ func (b *batcher) decide(p *pending) outcome {
 		err = context.DeadlineExceeded // the budget's end
 	}
 	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
+}
+
+// dropCancelledLocked takes the given-up decisions out of the queue once
+// they are more than half of it. The queue then holds at most twice the
+// decisions waiting, while the calls in flight hang; each removal is
+// amortized O(1). b.mu is held.
+func (b *batcher) dropCancelledLocked() {
+	if len(b.queue) > 2*b.waiting {
+		b.queue = slices.DeleteFunc(b.queue, func(p *pending) bool { return p.state == cancelled })
+	}
 }
 
 // next is called when b's call of answered decisions has answered, its
