@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -128,5 +130,109 @@ func TestGivenUpLeavesQueue(t *testing.T) {
 	}
 	if r, err := s.AllowN(context.Background(), "given", l, 1); err != nil || !r.Allowed || r.Remaining != l.Count-1 {
 		t.Errorf("after Redis resumed: %+v, %v; want allowed, %d remaining", r, err, l.Count-1)
+	}
+}
+
+// TestHangGiveUpGenerator is the generator of TestGivenUpLeavesQueue's
+// class: random rounds in which Redis hangs (SIGSTOP of the test's own
+// server) for a random span while random callers (a short deadline, a
+// cancellation, or none) decide on a few keys, then resumes. Every caller
+// with a context that ends returns by then, with its context's error or
+// an answer; the queue never holds more than twice the callers plus one;
+// and after each round every key counts at least the admissions answered
+// and at most those plus the callers that gave up.
+func TestHangGiveUpGenerator(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	srv, s := ownServerStoreWith(t, rueidis.ClientOption{PipelineMultiplex: -1})
+	l := redlimit.PerHour(100000).FixedWindow()
+	warm, cancelWarm := context.WithCancel(context.Background())
+	defer cancelWarm()
+	if _, err := s.AllowN(warm, "warm", l, 1); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	const callers = 12
+	keys := []string{"g0", "g1", "g2"}
+	var allowed, gaveUp [3]atomic.Int64
+	for round := range 3 {
+		hang := time.Duration(100+rng.IntN(700)) * time.Millisecond
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			longest int
+			failed  []string
+		)
+		end := time.Now().Add(hang)
+		for c := range callers {
+			kind, ki := rng.IntN(3), rng.IntN(len(keys))
+			wait := time.Duration(1+rng.IntN(30)) * time.Millisecond
+			wg.Go(func() {
+				for first := true; first || time.Now().Before(end); first = false {
+					var ctx context.Context
+					var cancel context.CancelFunc
+					switch kind {
+					case 0:
+						ctx, cancel = context.WithTimeout(context.Background(), wait)
+					case 1:
+						ctx, cancel = context.WithCancel(context.Background())
+						time.AfterFunc(wait, cancel)
+					default:
+						ctx, cancel = context.Background(), func() {}
+					}
+					start := time.Now()
+					r, err := s.AllowN(ctx, keys[ki], l, 1)
+					took := time.Since(start)
+					cancel()
+					mu.Lock()
+					longest = max(longest, s.BatchQueueLen())
+					switch {
+					case err == nil && r.Allowed:
+						allowed[ki].Add(1)
+					case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+						gaveUp[ki].Add(1)
+					default:
+						failed = append(failed, fmt.Sprintf("caller %d: %+v, %v", c, r, err))
+					}
+					// A wide margin for a busy machine.
+					if kind != 2 && took > wait+2*time.Second {
+						failed = append(failed, fmt.Sprintf("caller %d with a %s context returned after %s", c, wait, took))
+					}
+					mu.Unlock()
+					if kind == 2 {
+						return // waits for the resume
+					}
+				}
+			})
+		}
+		time.Sleep(time.Until(end))
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		waitUntil(t, "the batcher is idle", func() bool { n, w, _ := s.BatchState(); return n == 0 && w == 0 })
+		if len(failed) > 0 {
+			t.Fatalf("seed %d, round %d (hang %s): %q", seed, round, hang, failed)
+		}
+		if longest > 2*callers+1 {
+			t.Fatalf("seed %d, round %d (hang %s): %d callers, the queue held %d decisions", seed, round, hang, callers, longest)
+		}
+		for i, k := range keys {
+			r, err := s.Peek(context.Background(), k, l, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, err := s.Peek(context.Background(), fmt.Sprintf("fresh%d.%d", round, i), l, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used, a, g := fresh.Remaining-r.Remaining, allowed[i].Load(), gaveUp[i].Load()
+			if used < a || used > a+g {
+				t.Fatalf("seed %d, round %d: key %s counts %d, with %d admissions answered and %d given up", seed, round, k, used, a, g)
+			}
+		}
 	}
 }
