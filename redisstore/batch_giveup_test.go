@@ -14,7 +14,23 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 )
+
+// pipelinedStore returns a store on a server of its own, on one pipelined
+// connection with its script loaded, as in TestBatchCancellation: there a
+// cancellation ends a call at once.
+func pipelinedStore(t *testing.T) (*redistest.Server, *redisstore.Store) {
+	t.Helper()
+	srv, s := ownServerStoreWith(t, rueidis.ClientOption{PipelineMultiplex: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := s.AllowN(ctx, "warm", redlimit.PerHour(1).FixedWindow(), 1); err != nil {
+		t.Fatal(err)
+	}
+	return srv, s
+}
 
 // TestGivenUpLeavesQueue: while Redis hangs (SIGSTOP of the test's own
 // server) with both calls of the batcher in flight, many callers with
@@ -26,14 +42,8 @@ import (
 // never sent.
 func TestGivenUpLeavesQueue(t *testing.T) {
 	t.Parallel()
-	// One pipelined connection, as in TestBatchCancellation.
-	srv, s := ownServerStoreWith(t, rueidis.ClientOption{PipelineMultiplex: -1})
+	srv, s := pipelinedStore(t)
 	l := redlimit.PerHour(1000).FixedWindow()
-	warm, cancelWarm := context.WithCancel(context.Background())
-	defer cancelWarm()
-	if _, err := s.AllowN(warm, "warm", l, 1); err != nil { // loads the script
-		t.Fatal(err)
-	}
 	if err := srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -145,13 +155,8 @@ func TestHangGiveUpGenerator(t *testing.T) {
 	t.Parallel()
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 1))
-	srv, s := ownServerStoreWith(t, rueidis.ClientOption{PipelineMultiplex: -1})
+	srv, s := pipelinedStore(t)
 	l := redlimit.PerHour(100000).FixedWindow()
-	warm, cancelWarm := context.WithCancel(context.Background())
-	defer cancelWarm()
-	if _, err := s.AllowN(warm, "warm", l, 1); err != nil { // loads the script
-		t.Fatal(err)
-	}
 	const callers = 12
 	keys := []string{"g0", "g1", "g2"}
 	var allowed, gaveUp [3]atomic.Int64
