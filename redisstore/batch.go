@@ -22,9 +22,9 @@ const (
 )
 
 // WithBatching turns batching on (the default) or off. With batching, the
-// decisions ([Store.AllowN], [Store.Peek], [Store.AllowAll] and
-// [Store.Admit]) that reach the Store for one Redis node while a call to
-// that node is in flight wait and then go together as one script call,
+// decisions ([Store.AllowN], [Store.Peek] and [Store.AllowAll]) that
+// reach the Store for one Redis node while a call to that node is in
+// flight wait and then go together as one script call,
 // which decides them one after another in their order of arrival, at one
 // instant: each gets the answer it would have got alone at that instant,
 // and concurrent requests for one key are admitted greedily in arrival
@@ -37,7 +37,14 @@ const (
 // decides its own in their order of arrival.
 // A caller that finds no call in flight is sent at once, with the script
 // it would run without batching, so an idle Store adds no delay. Without
-// batching, every decision is a script call of its own.
+// batching, every decision is a script call of its own. [Store.Admit],
+// [Store.DebitOnce], [Store.Reset] and refunds are never batched.
+//
+// A caller whose context ends while its decision waits leaves the queue:
+// the decision is never sent. One whose decision was sent already gets its
+// context's error too, and Redis may still count it, as a call of its own
+// cancelled in flight. Only decisions in the calls in flight, two per
+// node at a time, can be counted so.
 //
 // With batching, [Store.AllowN] and [Store.Peek] return by their
 // context's deadline even if the client library has not answered: the
@@ -301,6 +308,7 @@ func (b *batcher) decide(p *pending) outcome {
 		// Never sent: taken out, it cannot be applied.
 		p.state = cancelled
 		b.waiting--
+		b.dropCancelledLocked()
 	}
 	b.mu.Unlock()
 	if st == sent {
@@ -318,6 +326,16 @@ func (b *batcher) decide(p *pending) outcome {
 		err = context.DeadlineExceeded // the budget's end
 	}
 	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
+}
+
+// dropCancelledLocked takes the given-up decisions out of the queue once
+// they are more than half of it. The queue then holds at most twice the
+// decisions waiting, while the calls in flight hang; each removal is
+// amortized O(1). b.mu is held.
+func (b *batcher) dropCancelledLocked() {
+	if len(b.queue) > 2*b.waiting {
+		b.queue = slices.DeleteFunc(b.queue, func(p *pending) bool { return p.state == cancelled })
+	}
 }
 
 // next is called when b's call of answered decisions has answered, its

@@ -42,6 +42,18 @@ func (s *Store) BatchState() (inflight, waiting, flying int) {
 	return b.inflight, waiting, b.flying
 }
 
+// BatchQueueLen returns how many decisions the standalone batcher's queue
+// holds, given up or not.
+func (s *Store) BatchQueueLen() int {
+	b := s.batches.one
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
 // WithBatchScriptAlways makes every AllowN and Peek run the batch script,
 // as a batch of one, so that sequential tests check it against the other
 // stores.
