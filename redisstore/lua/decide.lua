@@ -88,6 +88,9 @@ if op == 'refund' or op == 'giveback' then
   return { now }
 end
 
+-- A key the decision cannot use replies KEYSTATE (see key_error), and
+-- nothing is written: decide_limits reads every key before it writes.
 local out = { now }
-decide_limits(op == 'allow', KEYS, 0, #KEYS, ARGV, first, out, admit)
+local fine, e = pcall(decide_limits, op == 'allow', KEYS, 0, #KEYS, ARGV, first, out, admit)
+if not fine then return key_error(e) end
 return out
