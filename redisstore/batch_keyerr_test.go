@@ -17,12 +17,19 @@ import (
 )
 
 // badKeyLimits are the limits of TestBatchBadKeyFailsAlone: long periods,
-// so that no window turns and no token refills while it runs.
+// so that no window turns and no token refills while it runs, and
+// fail_open, so that resilient answers a store failure unlimited.
 var badKeyLimits = []redlimit.Limit{
-	redlimit.Per(20, 1000*24*time.Hour).FixedWindow(),
-	redlimit.Per(20, 1000*24*time.Hour).SlidingWindow(),
-	redlimit.Per(20, 1000*24*time.Hour).SlidingLog(),
-	redlimit.Per(20, 1000*24*time.Hour).TokenBucket(20),
+	failOpen(redlimit.Per(20, 1000*24*time.Hour).FixedWindow()),
+	failOpen(redlimit.Per(20, 1000*24*time.Hour).SlidingWindow()),
+	failOpen(redlimit.Per(20, 1000*24*time.Hour).SlidingLog()),
+	failOpen(redlimit.Per(20, 1000*24*time.Hour).TokenBucket(20)),
+}
+
+// failOpen returns l with the failure policy fail_open.
+func failOpen(l redlimit.Limit) redlimit.Limit {
+	l.Failure = redlimit.FailOpen
+	return l
 }
 
 // TestBatchBadKeyFailsAlone shows that a key whose state the script cannot
