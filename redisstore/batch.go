@@ -636,8 +636,26 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 // and v, and reports whether v was such a reply, each value where it is
 // expected, and no more.
 func batchReply(batch []*pending, dec []byte, now int64, v []int64) bool {
+	// The entries that failed on their key, with their kinds, come last.
+	if len(v) == 0 {
+		return false
+	}
+	nf := v[len(v)-1]
+	if nf < 0 || 2*nf > int64(len(v)-1) {
+		return false
+	}
+	fails := v[len(v)-1-int(2*nf) : len(v)-1]
+	v = v[:len(v)-1-int(2*nf)]
 	for e, i := 0, 0; e < len(dec)/2; e++ {
 		p := batch[i]
+		if len(fails) > 0 && fails[0] == int64(e+1) {
+			err := keyStateError(p.op, fails[1])
+			for _, q := range batch[i : i+int(dec[2*e+1])] {
+				q.out = outcome{at: now, err: err}
+			}
+			i, fails = i+int(dec[2*e+1]), fails[2:]
+			continue
+		}
 		if p.reqs != nil {
 			i++
 			if len(v) < 4*len(p.reqs) {
@@ -682,7 +700,18 @@ func batchReply(batch []*pending, dec []byte, now int64, v []int64) bool {
 		}
 		i += m
 	}
-	return len(v) == 0
+	return len(v) == 0 && len(fails) == 0
+}
+
+// keyStateError is the error of a decision of op whose key the batch
+// script could not use, of the kind it replied (see lua/prelude.lua,
+// key_failure).
+func keyStateError(op string, kind int64) error {
+	what := "state the script cannot parse"
+	if kind == 1 {
+		what = "a key of another type (WRONGTYPE)"
+	}
+	return fmt.Errorf("redisstore: %s: %w: %s", op, redlimit.ErrKeyState, what)
 }
 
 // batchLimit is a limit of the batch script's decisions of one limit, as

@@ -55,6 +55,10 @@
 // flight answers, or beside it once half the decisions in play wait (two
 // calls in flight at most). See [WithBatching].
 //
+// Each decision in a batch succeeds or fails alone. A key of another type
+// (WRONGTYPE), or state the script cannot parse, fails its own decision
+// with [redlimit.ErrKeyState], batched or not, and writes nothing for it.
+//
 // On Redis Cluster (7 or later) a batch takes the decisions of one node,
 // whatever their slots, in one call sent to that node with the keys in
 // ARGV (the allow-cross-slot-keys script flag); the script reads every

@@ -280,7 +280,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			}
 		},
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || errors.Is(err, redlimit.ErrKeyState)
 		},
 	})
 	return l, nil
@@ -389,6 +389,10 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		// The key's own error, not the store's: no policy answers it.
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	if shared != nil {
@@ -688,6 +692,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	switch limit.Failure {
