@@ -63,7 +63,8 @@ type Options struct {
 	// CoolDown is how long the open breaker sends every decision to the
 	// failure policies before one probe call tries the store again
 	// (default [DefaultCoolDown]). A probe that succeeds closes the breaker.
-	// The probe has Timeout whatever its caller's deadline, and its caller
+	// The probe has the longer of Timeout and CoolDown whatever its
+	// caller's deadline (it pays a reconnection), and its caller
 	// gets the failure policy's answer if its own deadline comes first.
 	CoolDown time.Duration
 	// DenyCacheSize bounds how many denials are remembered in process
@@ -86,7 +87,7 @@ type Options struct {
 	// ReconcileSize bounds how many states (key, algorithm, period) the
 	// Limiter remembers what it counted by itself for while the store
 	// failed, to charge it to the store when it answers again (default
-	// [DefaultReconcileSize]; about 130 bytes plus the key each, and 130
+	// [DefaultReconcileSize]; about 200 bytes plus the key each, and 130
 	// more while a charge of the state is in doubt, within CacheBytes); a
 	// negative size turns reconciliation off. What is
 	// recorded: the admissions the local fallback allowed, and every
@@ -131,6 +132,11 @@ type Options struct {
 	Nodes NodeCounter
 	// Logger receives breaker changes and failures; default slog.Default().
 	Logger *slog.Logger
+	// BreakerChanged, if not nil, is told each change of the breaker's
+	// state instead of the Logger. cause is the store's error that opened
+	// it, nil for other changes. It runs under the breaker's lock: it must
+	// be fast and must not call the Limiter.
+	BreakerChanged func(from, to string, cause error)
 	// Now is the clock of the deny cache; default time.Now.
 	Now func() time.Time
 }
@@ -156,6 +162,8 @@ type Limiter struct {
 	ownsFB   *memory.Store
 	nodes    NodeCounter
 	log      *slog.Logger
+	changed  func(from, to string, cause error) // Options.BreakerChanged
+	lastFail atomic.Pointer[error]              // the store's last failure the breaker counted
 	now      func() time.Time
 	workers  workers
 	bound    bool          // the store's AllowN and Peek return by their context's deadline (see contextBound)
@@ -200,6 +208,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		fallback: opts.Fallback,
 		nodes:    opts.Nodes,
 		log:      opts.Logger,
+		changed:  opts.BreakerChanged,
 		now:      opts.Now,
 		workers:  newWorkers(maxWorkers),
 		spread:   cmp.Or(opts.ReconcileSpread, DefaultReconcileSpread),
@@ -250,8 +259,22 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		MaxRequests: 1,
 		Timeout:     l.coolDown,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsSuccessful: func(err error) bool {
+			if err != nil { // the cause OnStateChange, called next, reports
+				l.lastFail.Store(&err)
+			}
+			return err == nil
+		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
+			var cause error
+			if p := l.lastFail.Load(); p != nil && to == gobreaker.StateOpen {
+				cause = *p
+			}
+			if l.changed != nil {
+				l.changed(from.String(), to.String(), cause)
+			} else {
+				l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String(), "cause", cause)
+			}
 			switch {
 			case to == gobreaker.StateOpen:
 				l.outage.Store(true)
@@ -261,7 +284,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			}
 		},
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || errors.Is(err, redlimit.ErrKeyState)
 		},
 	})
 	return l, nil
@@ -373,6 +396,10 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		// The key's own error, not the store's: no policy answers it.
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	if shared != nil {
@@ -672,6 +699,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	switch limit.Failure {

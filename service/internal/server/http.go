@@ -2,7 +2,7 @@ package server
 
 import (
 	"encoding/json"
-	"log/slog"
+	"log"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -78,7 +78,7 @@ func (s *Server) newHTTP() (*http.Server, error) {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(httpErrorLog{s}, "", 0),
 	}
 	if s.recorder != nil {
 		srv.RegisterOnShutdown(s.closeDashboard)

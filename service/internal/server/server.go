@@ -28,6 +28,7 @@ import (
 	"github.com/redlimit/redlimit/resilient"
 	"github.com/redlimit/redlimit/service/internal/config"
 	"github.com/redlimit/redlimit/service/internal/dashboard"
+	"github.com/redlimit/redlimit/service/internal/fswatch"
 	"github.com/redlimit/redlimit/service/internal/rls"
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 	"github.com/redlimit/redlimit/service/internal/tracing"
@@ -257,7 +258,10 @@ type Server struct {
 	// NOT_SERVING, ends its Watch streams (watchEnds).
 	healthDone chan struct{}
 
+	handshakeLogs throttle // of failed TLS handshakes, on both listeners
+
 	reloadMu  sync.Mutex
+	watcher   atomic.Pointer[fswatch.Watcher] // the configuration's, while Run runs
 	closeOnce sync.Once
 	// life ends when the server starts shutting down (or is closed): a
 	// reload then in progress is abandoned.
@@ -473,7 +477,8 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.nodes, err = store.Register(ctx, redisstore.RegistryOptions{Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: live-node registry: %w", err)
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem}); err != nil {
+	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
+		BreakerChanged: (&breakerLog{log: s.log}).changed}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", s.nodes.ID(), "live_nodes", s.nodes.Nodes())
@@ -505,11 +510,11 @@ func (s *Server) Run(ctx context.Context) error {
 		bgWG.Wait()
 	}()
 	if s.opts.ConfigPath != "" {
-		w, err := s.newWatcher()
+		done, err := s.watch(bg)
 		if err != nil {
 			return err
 		}
-		bgWG.Go(func() { w.run(bg) })
+		bgWG.Go(func() { <-done })
 	}
 	if s.tls != nil {
 		done, err := s.tls.Watch(bg)
