@@ -55,7 +55,7 @@ func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Log
 		return Verdict[R]{Applied: applied, Allowed: true}, nil
 	}
 	for i, a := range applied {
-		if res := d.Results[i]; a.Rule.Shadow && !res.Allowed && res.Source != redlimit.Undecided {
+		if res := d.Results[i]; a.Rule.Shadow && res.Denied() {
 			log.LogAttrs(ctx, slog.LevelInfo, s.kind.Pkg+": shadow rule would deny", append(attrs,
 				slog.String("rule", a.Rule.Name),
 				slog.String("limit", a.Rule.Limit.String()),
@@ -91,7 +91,7 @@ func (v *Verdict[R]) Denied() (denied []int, worst int) {
 		return nil, worst
 	}
 	for i, a := range v.Applied {
-		if r := v.Results[i]; a.Rule.Shadow || r.Allowed || r.Source == redlimit.Undecided {
+		if a.Rule.Shadow || !v.Results[i].Denied() {
 			continue
 		}
 		denied = append(denied, i)

@@ -142,7 +142,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 	for !d.Allowed {
 		var enforcedDenied, shadowDenied bool
 		for k, r := range d.Results {
-			if denied(r) {
+			if r.Denied() {
 				enforcedDenied = enforcedDenied || !shadow(index(k))
 				shadowDenied = shadowDenied || shadow(index(k))
 			}
@@ -162,7 +162,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 			return Decision{}, fmt.Errorf("shadow: %w: a denial that no limit made", redlimit.ErrBadReply)
 		}
 		for k, r := range d.Results {
-			if denied(r) && role(index(k)) == Quota {
+			if r.Denied() && role(index(k)) == Quota {
 				quotaDenied++
 			}
 		}
@@ -176,7 +176,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 		var next []redlimit.Request
 		var nextAt []int
 		for k, r := range d.Results {
-			if i := index(k); !asked[k].Debit && (!shadow(i) || !denied(r)) {
+			if i := index(k); !asked[k].Debit && (!shadow(i) || !r.Denied()) {
 				next, nextAt = append(next, asked[k]), append(nextAt, i)
 			}
 		}
@@ -199,7 +199,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 func firstRetry(results []redlimit.Result, role func(int) Role) time.Duration {
 	var ra time.Duration
 	for i, r := range results {
-		if role(i) == Quota && denied(r) && (ra == 0 || r.RetryAfter < ra) {
+		if role(i) == Quota && r.Denied() && (ra == 0 || r.RetryAfter < ra) {
 			ra = r.RetryAfter
 		}
 	}
@@ -215,7 +215,3 @@ func allowAll(ctx context.Context, lim Allower, reqs []redlimit.Request) (redlim
 	}
 	return d, err
 }
-
-// denied reports whether r is a denial by its limit: an [redlimit.Undecided]
-// result is not, its limit was not asked.
-func denied(r redlimit.Result) bool { return !r.Allowed && r.Source != redlimit.Undecided }

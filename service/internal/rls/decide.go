@@ -425,7 +425,7 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 		switch {
 		case it.quota && it.res.Allowed:
 			quotaRoom = true
-		case !it.res.Allowed && it.res.Source != redlimit.Undecided && !it.shadow && !it.quota:
+		case it.res.Denied() && !it.shadow && !it.quota:
 			enforcedDenied = true
 		}
 	}
@@ -500,7 +500,7 @@ func both(o, r redlimit.Result) redlimit.Result {
 // result in results.
 func (s *Service) enforcedDenial(p *plan, results []redlimit.Result) bool {
 	for j, r := range results {
-		if p.roles[j] == shadow.Enforced && !r.Allowed && r.Source != redlimit.Undecided {
+		if p.roles[j] == shadow.Enforced && r.Denied() {
 			return true
 		}
 	}
