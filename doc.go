@@ -100,7 +100,7 @@
 // [Limiter] (metrics, the rate limit service, reserve), whether or not a
 // resilient limiter sits below. [Undecided] is set by a store, the Redis
 // store on Cluster, not by resilient. Stores ignore Failure and answer
-// [FromStore].
+// [FromStore] or [Undecided].
 //
 // # Errors
 //

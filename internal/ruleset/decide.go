@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/shadow"
+	"github.com/redlimit/redlimit/shadow"
 	"github.com/redlimit/redlimit/ratelimitfield"
 )
 

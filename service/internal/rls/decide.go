@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/shadow"
+	"github.com/redlimit/redlimit/shadow"
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
