@@ -242,6 +242,9 @@ func TestUndecidedAndBadReplies(t *testing.T) {
 		}
 	}
 	boom := errors.New("boom")
+	if _, err := shadow.Decide(ctx, &scripted{}, reqs, rolesOf(inShadow[:1])); !errors.Is(err, redlimit.ErrInvalidLimit) {
+		t.Errorf("a role short: %v, want ErrInvalidLimit", err)
+	}
 	if _, err := shadow.Decide(ctx, &scripted{err: boom}, reqs, rolesOf(inShadow)); !errors.Is(err, boom) {
 		t.Errorf("limiter error: %v, want boom", err)
 	}

@@ -38,15 +38,17 @@ type Verdict[R any] struct {
 // rules apply, a failure is logged instead and the request allowed.
 func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Logger, applied []Applied[R], attrs []slog.Attr) (Verdict[R], error) {
 	reqs := make([]redlimit.Request, len(applied))
-	inShadow := make([]bool, len(applied))
+	roles := make([]shadow.Role, len(applied))
 	onlyShadow := true
 	for i, a := range applied {
 		reqs[i] = redlimit.Request{Key: a.Key, Limit: a.Rule.Limit, Cost: a.Rule.Cost}
-		inShadow[i] = a.Rule.Shadow
+		if a.Rule.Shadow {
+			roles[i] = shadow.Shadow
+		}
 		onlyShadow = onlyShadow && a.Rule.Shadow
 	}
 	attrs = slices.Clip(attrs) // each append below makes its own copy
-	d, err := shadow.Decide(ctx, lim, reqs, inShadow)
+	d, err := shadow.Decide(ctx, lim, reqs, roles)
 	if err != nil {
 		if !onlyShadow {
 			return Verdict[R]{Applied: applied}, err

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/shadow"
 	"github.com/redlimit/redlimit/service/internal/config"
+	"github.com/redlimit/redlimit/shadow"
 )
 
 // item is one limited descriptor of a request.
@@ -57,8 +57,6 @@ type plan struct {
 	// roles[j] is what a denial of reqs[j] does: enforced if an item of
 	// it is enforced, else a quota if one is a quota, else shadow.
 	roles []shadow.Role
-	// debits reports whether any of reqs is a debit: an item of it is.
-	debits bool
 	// quotaFree: the request has room in its quotas whatever they say,
 	// since with Options.QuotaMode a descriptor without a limit counts as
 	// a quota with room, as in envoyproxy/ratelimit.
@@ -297,7 +295,6 @@ func stronger(a, b shadow.Role) shadow.Role {
 // add puts limit of key into p.reqs for it, merged with an earlier request
 // of the same state, and returns its index.
 func (p *plan) add(it *item, key string, limit redlimit.Limit) int {
-	p.debits = p.debits || it.debit
 	for j := range p.reqs {
 		r := &p.reqs[j]
 		if r.StateID() != limit.StateID(key) {
@@ -384,42 +381,39 @@ func (s *Service) override(it *item, domain string, d *rlpb.RateLimitDescriptor,
 	return nil
 }
 
-// decide decides the limits of p, sets every item's result, and p's answer.
-// The consuming limits are decided as package shadow says: each shadow
-// limit counts as if it alone were added to the enforced ones, and so does
-// each quota, but when every quota is spent the request is denied.
+// decide decides p: each item's result, and the request's answer
+// (p.denied, p.quotaDenied). It is the one place a request is answered.
 //
-// Descriptors with hits_addend 0 are peeked (a cost of 1, nothing
-// consumed) before anything else; if an enforced one has nothing left, or
-// every quota of the request is peeked and spent, the request is denied
-// and the other limits are peeked too. So is a request with an enforced
-// deny-all rule (requests_per_unit 0), which is denied without asking the
-// limiter; a deny-all quota is a spent quota. A quota peeked with room
-// satisfies the request's quotas: the others then count as shadow limits.
+//  1. Items that consume nothing are decided first. A deny-all rule
+//     (requests_per_unit 0) is denied without asking the limiter. A
+//     check (hits_addend 0) is peeked.
+//  2. If an enforced one denied, or every quota is among them and spent,
+//     the request is denied. Its debits are counted all the same: they
+//     record work already done. Its other limits are peeked.
+//  3. Otherwise the consuming limits are decided as package shadow says.
+//     Each shadow limit and each quota counts as if it alone were added
+//     to the enforced ones. An enforced denial denies the request, and
+//     so does every quota spent.
+//
+// A quota with room in step 1 satisfies the request's quotas, and so does
+// a descriptor without a limit under Options.QuotaMode. The consuming
+// quotas then count as shadow limits.
 func (s *Service) decide(ctx context.Context, p *plan) error {
-	enforcedDenied, quotaRoom, quotas := false, p.quotaFree, 0
+	enforcedDenied, quotaRoom := false, p.quotaFree
+	anyQuota, quotaCounted := false, false // a quota at all; one in step 3
 	for i := range p.items {
 		it := &p.items[i]
+		anyQuota = anyQuota || it.quota
 		switch {
 		case it.denyAll:
 			it.res = denyAllResult(it.limit)
 		case it.cost == 0:
-			res, err := s.check(ctx, it.key, it.limit)
-			if err != nil {
+			var err error
+			if it.res, err = s.checkItem(ctx, it); err != nil {
 				return err
 			}
-			if it.ruleKey != "" {
-				rule, err := s.check(ctx, it.ruleKey, it.ruleLimit)
-				if err != nil {
-					return err
-				}
-				res = both(res, rule)
-			}
-			it.res = res
 		default:
-			if it.quota {
-				quotas++ // consuming: decided below
-			}
+			quotaCounted = quotaCounted || it.quota
 			continue
 		}
 		switch {
@@ -429,47 +423,29 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 			enforcedDenied = true
 		}
 	}
-	anyQuota := false
-	for i := range p.items {
-		anyQuota = anyQuota || p.items[i].quota
-	}
-	p.quotaDenied = anyQuota && !quotaRoom && quotas == 0 && !enforcedDenied
+	p.quotaDenied = anyQuota && !quotaRoom && !quotaCounted && !enforcedDenied
 	p.denied = enforcedDenied || p.quotaDenied
-	if quotaRoom {
-		for j, r := range p.roles {
-			if r == shadow.Quota {
-				p.roles[j] = shadow.Shadow
-			}
-		}
-	}
+
 	var results []redlimit.Result
+	var err error
 	switch {
 	case len(p.reqs) == 0:
 	case p.denied:
-		results = make([]redlimit.Result, len(p.reqs))
-		if err := s.countDebits(ctx, p, results); err != nil {
-			return err
-		}
-		for j, r := range p.reqs {
-			if r.Debit {
-				continue
-			}
-			res, err := s.peek(ctx, r)
-			if err != nil {
-				return err
-			}
-			results[j] = res
-		}
+		results, err = s.peekDenied(ctx, p)
 	default:
-		d, err := s.count(ctx, p)
-		if err != nil {
-			return err
+		if quotaRoom {
+			for j, r := range p.roles {
+				if r == shadow.Quota {
+					p.roles[j] = shadow.Shadow
+				}
+			}
 		}
-		results = d.Results
-		if !d.Allowed {
-			p.denied = true
-			p.quotaDenied = !s.enforcedDenial(p, results)
-		}
+		var d shadow.Decision
+		d, err = shadow.Decide(ctx, observed{s}, p.reqs, p.roles)
+		results, p.denied, p.quotaDenied = d.Results, !d.Allowed, d.QuotaDenied
+	}
+	if err != nil {
+		return err
 	}
 	for i := range p.items {
 		if it := &p.items[i]; it.req >= 0 {
@@ -480,6 +456,20 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 		}
 	}
 	return nil
+}
+
+// checkItem answers it, a check (hits_addend 0), with its rule's own
+// limit under no-raise if it has one.
+func (s *Service) checkItem(ctx context.Context, it *item) (redlimit.Result, error) {
+	res, err := s.check(ctx, it.key, it.limit)
+	if err != nil || it.ruleKey == "" {
+		return res, err
+	}
+	rule, err := s.check(ctx, it.ruleKey, it.ruleLimit)
+	if err != nil {
+		return redlimit.Result{}, err
+	}
+	return both(res, rule), nil
 }
 
 // both returns the result of an override o decided together with its
@@ -496,51 +486,41 @@ func both(o, r redlimit.Result) redlimit.Result {
 	return res
 }
 
-// enforcedDenial reports whether an enforced limit of p denied, by its
-// result in results.
-func (s *Service) enforcedDenial(p *plan, results []redlimit.Result) bool {
-	for j, r := range results {
-		if p.roles[j] == shadow.Enforced && r.Denied() {
-			return true
-		}
-	}
-	return false
-}
-
-// count decides the consuming limits of p, each an admission or a debit
-// as hitsOf said, as package shadow says (shadow.DecideRoles on
-// Limiter.AllowAll): a request that does not fit consumes none of its
-// admissions, and its debits are counted whatever it is answered.
-func (s *Service) count(ctx context.Context, p *plan) (shadow.Decision, error) {
-	return shadow.DecideRoles(ctx, observed{s}, p.reqs, p.roles)
-}
-
-// countDebits counts the debits of p, a request denied before the limiter
-// was asked (a deny-all rule, a check with nothing left): they record work
-// already done, so they are counted all the same, in one AllowAll of the
-// debits alone, and their results go to results.
-func (s *Service) countDebits(ctx context.Context, p *plan, results []redlimit.Result) error {
-	if !p.debits {
-		return nil
-	}
-	var reqs []redlimit.Request
+// peekDenied returns the results of p's limits, a request denied before
+// they were counted. Its debits are counted, in one AllowAll of the
+// debits alone; its other limits are peeked.
+func (s *Service) peekDenied(ctx context.Context, p *plan) ([]redlimit.Result, error) {
+	results := make([]redlimit.Result, len(p.reqs))
+	var debits []redlimit.Request
 	var at []int
 	for j, r := range p.reqs {
 		if r.Debit {
-			reqs, at = append(reqs, r), append(at, j)
+			debits, at = append(debits, r), append(at, j)
 		}
 	}
-	d, err := observed{s}.AllowAll(ctx, reqs)
-	if err != nil {
-		return err
+	if len(debits) > 0 {
+		d, err := observed{s}.AllowAll(ctx, debits)
+		if err != nil {
+			return nil, err
+		}
+		if len(d.Results) != len(debits) {
+			return nil, fmt.Errorf("rls: %w: %d results for %d debits", redlimit.ErrBadReply, len(d.Results), len(debits))
+		}
+		for k, j := range at {
+			results[j] = d.Results[k]
+		}
 	}
-	if len(d.Results) != len(reqs) {
-		return fmt.Errorf("rls: %w: %d results for %d debits", redlimit.ErrBadReply, len(d.Results), len(reqs))
+	for j, r := range p.reqs {
+		if r.Debit {
+			continue
+		}
+		res, err := s.peek(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		results[j] = res
 	}
-	for k, j := range at {
-		results[j] = d.Results[k]
-	}
-	return nil
+	return results, nil
 }
 
 // denyAllResult is the answer to a rule with requests_per_unit 0: denied,
