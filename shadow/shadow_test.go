@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/shadow"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/shadow"
 )
 
 // counting counts the AllowAll calls made of a store.

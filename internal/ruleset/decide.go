@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/shadow"
 	"github.com/redlimit/redlimit/ratelimitfield"
+	"github.com/redlimit/redlimit/shadow"
 )
 
 // Applied is a rule that applies to one request, with its limiter key.
