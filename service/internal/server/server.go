@@ -104,6 +104,8 @@ type Options struct {
 	// free port, or unix:PATH for a Unix socket (unix:///PATH also names an
 	// absolute path, as gRPC clients write it).
 	GRPCAddr, HTTPAddr string
+	// ProbeAddr is where the probes are served (not yet).
+	ProbeAddr string
 	// UnixSocketMode is the permission bits of the Unix sockets the server
 	// makes (default [DefaultUnixSocketMode], 0660: the owner and group may
 	// connect). The socket has them from its first moment; a socket left at
@@ -179,6 +181,9 @@ type Options struct {
 	// closes it gracefully (GOAWAY) and its client connects again, perhaps
 	// to another instance.
 	GRPCMaxConnectionAge time.Duration
+	// HTTPMaxConnectionAge is how long an HTTP connection may live (not
+	// yet applied).
+	HTTPMaxConnectionAge time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default
 	// [DefaultShutdownTimeout]); requests still running then are cut off.
 	ShutdownTimeout time.Duration
@@ -652,3 +657,6 @@ func (s *Server) refundFailed(failures prometheus.Counter) func(context.Context,
 		s.log.WarnContext(ctx, "refund after a denial failed: the limits that allowed keep its cost until their window passes", "limits", len(reqs), "err", err)
 	}
 }
+
+// ProbeAddr returns the address the probes are served on.
+func (s *Server) ProbeAddr() string { return s.HTTPAddr() }
