@@ -134,4 +134,27 @@ func TestJSONRefusedWithoutClientCert(t *testing.T) {
 			}
 		})
 	}
+
+	// Served: over mutual TLS with a client certificate, and without one
+	// when the operator allows it.
+	for _, tc := range []struct {
+		name   string
+		mode   HTTPTLS
+		allow  bool
+		client *tls.Config
+	}{
+		{"mtls", HTTPTLSMutual, false, envoy},
+		{"on, allowed", HTTPTLSOn, true, tlstest.ClientConfig(f.ca, nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := runServer(t, Options{ConfigPath: rules, TLSCertFile: f.cert, TLSKeyFile: f.key, TLSClientCAFile: f.caPEM,
+				HTTPTLS: tc.mode, HTTPJSONWithoutClientCert: tc.allow})
+			c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc.client}}
+			waitFor(t, "a decision over /json", func() bool {
+				code, _, err := postJSON(c, "https://"+s.HTTPAddr(), "10.0.0.1")
+				return err == nil && code == http.StatusOK
+			})
+		})
+	}
 }

@@ -131,6 +131,11 @@ type Options struct {
 	// HTTPTLS says what the HTTP address serves when a certificate is set
 	// (default [HTTPTLSOn]: TLS without client certificates).
 	HTTPTLS HTTPTLS
+	// HTTPJSONWithoutClientCert lets POST /json decide for clients without
+	// a client certificate while gRPC requires one. Without it, /json
+	// answers 403 then unless HTTPTLS is [HTTPTLSMutual]: a client the
+	// gRPC address refuses gets no decision from the HTTP address either.
+	HTTPJSONWithoutClientCert bool
 	// Shadow puts every rule in shadow mode.
 	Shadow bool
 	// QuotaMode puts every limit in quota mode (rls.Options.QuotaMode,
