@@ -49,10 +49,7 @@ func (s *Server) newHTTP() (*http.Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/json", s.jsonHandler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveLive)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.HandleFunc("GET /healthcheck", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
@@ -70,7 +67,8 @@ func (s *Server) newHTTP() (*http.Server, error) {
 		mux.Handle("/", s.dashboardHandler())
 	}
 	srv := &http.Server{
-		Handler:           hosts.checkHost(crossOrigin(mux)),
+		Handler:           closeAged(hosts.checkHost(crossOrigin(mux))),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -103,6 +101,31 @@ func (s *Server) jsonHandler() http.Handler {
 		h = s.tracing.Handler("/json", h)
 	}
 	return h
+}
+
+// newProbeHTTP returns the server of the probe address: GET /healthz,
+// /readyz and /healthcheck, as on the HTTP address, and nothing else. It
+// checks no Host: it serves nothing a page could use.
+func (s *Server) newProbeHTTP() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", serveLive)
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.HandleFunc("GET /healthcheck", s.serveReady)
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       readHeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// serveLive answers GET /healthz: 200 while the process serves.
+func serveLive(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
 }
 
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {

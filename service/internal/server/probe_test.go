@@ -16,9 +16,11 @@ import (
 // It decides nothing.
 func TestProbesAnswerWithHTTPCapHeld(t *testing.T) {
 	t.Parallel()
+	f := newTLSFiles(t)
 	rules := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, rules, fmt.Sprintf(ruleFile, 5))
-	s := runServer(t, Options{ConfigPath: rules, HTTPMaxConnections: 3, ProbeAddr: "127.0.0.1:0"})
+	s := runServer(t, Options{ConfigPath: rules, HTTPMaxConnections: 3, ProbeAddr: "127.0.0.1:0",
+		TLSCertFile: f.cert, TLSKeyFile: f.key, TLSClientCAFile: f.caPEM})
 	probe := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(path string) int {
 		resp, err := probe.Get("http://" + s.ProbeAddr() + path)
