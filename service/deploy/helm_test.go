@@ -127,10 +127,10 @@ func TestHelmLint(t *testing.T) {
 }
 
 // TestHelmTemplate checks what the chart renders: with its default values
-// and the release named redlimit, the objects of service/deploy/kubernetes, but
+// and the release named redlimit in the namespace redlimit, the objects of service/deploy/kubernetes, but
 // for Helm's labels; with other values, objects that pass the same checks.
 func TestHelmTemplate(t *testing.T) {
-	objs := render(t, helm(t, "template", "redlimit", chart))
+	objs := render(t, helm(t, "template", "redlimit", chart, "--namespace", "redlimit"))
 	checkManifests(t, objs)
 
 	raw := kustomized(t)

@@ -159,9 +159,10 @@ func TestKubernetesTLSComponent(t *testing.T) {
 // TestHelmTemplateTLS checks the chart with TLS and tracing on: with
 // tls.enabled and tls.clientAuth it renders service/deploy/kubernetes with its tls
 // component; tracing adds --tracing and the OTEL_* variables; tls.http
-// mtls, which would leave the probes without a certificate, is refused.
+// mtls needs tls.clientAuth; tls.http on or off in a values file (YAML
+// 1.1 booleans) is the mode named.
 func TestHelmTemplateTLS(t *testing.T) {
-	objs := render(t, helm(t, "template", "redlimit", chart, "--set", "tls.enabled=true,tls.clientAuth=true"))
+	objs := render(t, helm(t, "template", "redlimit", chart, "--namespace", "redlimit", "--set", "tls.enabled=true,tls.clientAuth=true"))
 	checkTLS(t, objs, "redlimit-tls", true)
 	got, want := normalize(only(t, objs, "Deployment")), normalize(only(t, withTLSComponent(t), "Deployment"))
 	if !reflect.DeepEqual(got, want) {
@@ -202,7 +203,12 @@ func TestHelmTemplateTLS(t *testing.T) {
 		t.Errorf("tls.secretName rls-cert not mounted")
 	}
 	if out, err := helmErr(t, "template", "redlimit", chart, "--set", "tls.enabled=true,tls.http=mtls"); err == nil || !strings.Contains(out, "tls.http") {
-		t.Errorf("tls.http=mtls rendered: %v\n%s", err, out)
+		t.Errorf("tls.http=mtls without tls.clientAuth rendered: %v\n%s", err, out)
+	}
+	objs = render(t, helm(t, "template", "redlimit", chart, "--set", "tls.enabled=true,tls.clientAuth=true,tls.http=mtls"))
+	checkManifests(t, objs)
+	if args := asList(get(only(t, objs, "Deployment"), "spec", "template", "spec", "containers", 0, "args")); !slices.Contains(args, any("--http-tls=mtls")) {
+		t.Errorf("tls.http=mtls: args %v", args)
 	}
 
 	// In a values file, YAML 1.1 reads off and on as booleans.
