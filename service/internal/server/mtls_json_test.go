@@ -158,3 +158,56 @@ func TestJSONRefusedWithoutClientCert(t *testing.T) {
 		})
 	}
 }
+
+// TestNoDecisionForAClientGRPCRefuses walks every TLS setting of the
+// listeners: a client without a certificate gets a decision from POST
+// /json exactly when gRPC would serve it or the operator allows it, and
+// the probe address never decides.
+func TestNoDecisionForAClientGRPCRefuses(t *testing.T) {
+	t.Parallel()
+	f := newTLSFiles(t)
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, rules, fmt.Sprintf(ruleFile, 1000))
+	for _, tlsOn := range []bool{false, true} {
+		for _, clientCA := range []bool{false, true} {
+			for _, mode := range []HTTPTLS{HTTPTLSOn, HTTPTLSOff, HTTPTLSMutual} {
+				for _, allow := range []bool{false, true} {
+					o := Options{ConfigPath: rules, HTTPTLS: mode, HTTPJSONWithoutClientCert: allow, ProbeAddr: "127.0.0.1:0",
+						GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)}
+					if tlsOn {
+						o.TLSCertFile, o.TLSKeyFile = f.cert, f.key
+					}
+					if clientCA {
+						o.TLSClientCAFile = f.caPEM
+					}
+					name := fmt.Sprintf("tls=%v,clientCA=%v,http=%v,allow=%v", tlsOn, clientCA, mode, allow)
+					probe, err := New(context.Background(), o)
+					if err != nil {
+						continue // options that do not go together
+					}
+					probe.Close()
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						s := runServer(t, o)
+						scheme := "http"
+						if tlsOn && mode != HTTPTLSOff {
+							scheme = "https"
+						}
+						// The client: no certificate (none could be sent under mtls).
+						c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlstest.ClientConfig(f.ca, nil)}}
+						code, body, err := postJSON(c, scheme+"://"+s.HTTPAddr(), "10.0.0.3")
+						decided := err == nil && code == http.StatusOK
+						// Under mtls the handshake itself refuses it, allowed or not.
+						grpcServes := !clientCA
+						if want := grpcServes || allow && mode != HTTPTLSMutual; decided != want {
+							t.Errorf("POST /json without a client certificate decided: %v (%d %s %v); want %v", decided, code, body, err, want)
+						}
+						if code, _, err := postJSON(c, "http://"+s.ProbeAddr(), "10.0.0.3"); err != nil || code != http.StatusNotFound {
+							t.Errorf("POST /json on the probe address: %d %v; want 404", code, err)
+						}
+					})
+				}
+			}
+		}
+	}
+}
