@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -61,4 +62,29 @@ func TestHTTPConnectionAgeCutsRevokedClient(t *testing.T) {
 		t.Fatalf("the removed CA's keep-alive connection still decides %v after the CA was removed (age %v)", time.Since(removed), age)
 	}
 	t.Logf("cut off %v after the CA was removed", refusedAt.Sub(removed))
+}
+
+// TestHTTPConnectionAgeEndsStreams: a response that never ends (the
+// dashboard's event stream) is cut off a grace period after the
+// connection's age, so no connection outlives its age by more.
+func TestHTTPConnectionAgeEndsStreams(t *testing.T) {
+	t.Parallel()
+	const age = 500 * time.Millisecond
+	s := runServer(t, Options{HTTPMaxConnectionAge: age})
+	c := &http.Client{Timeout: time.Minute}
+	start := time.Now()
+	resp, err := c.Get("http://" + s.HTTPAddr() + "/api/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/events: %d", resp.StatusCode)
+	}
+	io.Copy(io.Discard, resp.Body) // until the server ends it
+	took := time.Since(start)
+	if min, max := age-age/10, age+age/10+maxConnectionAgeGrace+10*time.Second; took < min || took > max {
+		t.Errorf("the event stream ended after %v; want between %v and %v", took, min, max)
+	}
+	t.Logf("ended after %v", took)
 }
