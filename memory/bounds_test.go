@@ -159,11 +159,11 @@ func TestDeniedAllowAllLeavesNothing(t *testing.T) {
 	t.Logf("2,000 new keys in %s", time.Since(start))
 }
 
-// A decision that needs a new state the store has no room for refuses that
-// request, and still counts a debit on another key that only grows its
-// state, when the bytes allow it. It was refused too, the debit lost while
-// its answer said it was counted (0 left; the state still said 2): the
-// sequence FuzzModelBounded found (its input is kept in
+// A decision of debits on a full store counts them all, beyond the bound
+// (debits may take one state more here), the debit on a key that only
+// grows its state too. That debit was once refused with the other, and
+// lost while its answer said it was counted (0 left; the state still said
+// 2): the sequence FuzzModelBounded found (its input is kept in
 // testdata/fuzz/FuzzModelBounded), on a store of one state.
 func TestRefusalKeepsDebitsThatFit(t *testing.T) {
 	clock := redlimittest.NewClock(redlimittest.T0)
@@ -197,8 +197,11 @@ func TestRefusalKeepsDebitsThatFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := s.Stats(); st.Refused != 2 || st.States != 1 {
-		t.Fatalf("stats %+v, want k0 refused twice and one state", st)
+	if st := s.Stats(); st.Refused != 1 || st.States != 2 {
+		t.Fatalf("stats %+v, want k0's admission refused, its debit counted: two states", st)
+	}
+	if p, err := s.Peek(ctx, "k0", l100, 1); err != nil || p.Remaining != 98 {
+		t.Errorf("k0 after its debit of 1: %+v, %v, want 98 left after one more", p, err)
 	}
 	p, err := s.Peek(ctx, "k1", l100, 99)
 	if err != nil {

@@ -34,8 +34,7 @@
 // however large or many: a debit merges the oldest entry into the next
 // while the later entries hold Count units (they deny anyway while they
 // live, and outlive it), up to twice, which leaves every answer as it was.
-// A debit the store has no room for is refused as a request is, and not
-// counted. A token bucket that [Store.Admit] counted a request in keeps a
+// A token bucket that [Store.Admit] counted a request in keeps a
 // refund record too, 24 bytes, counted as its state is. A Grant holds no
 // pointer to a state: grants held unrefunded (a reserve.Ledger's pending
 // reservations) keep none of the memory of states the store has evicted;
@@ -52,19 +51,27 @@
 // [DefaultMaxKeys]) and [WithMaxBytes] on their estimated memory, keys and
 // sliding logs' buffers included (default [DefaultMaxBytes]). A decision
 // reserves the room it needs before it commits, so the store never holds
-// more than either bound. When a decision would make a state, or grow a
-// sliding log's buffer, beyond a bound, the store evicts: it samples up to
-// 64 keys at random, eight at a time, and removes their idle states until
-// there is room. A state that is not idle is never evicted, so no flood
-// of new keys gives a key back the allowance it has used. If the sample
-// finds no room, the request is denied (a denial, not an error, so that a
-// resilient limiter does not fail open), with a RetryAfter of when a
-// sampled state becomes idle (at least a millisecond), and counted in
-// [Stats].Refused; keys that have their state are decided as usual. A
-// store that refuses is too small for its traffic, or under a flood of new
-// keys; a sample can also miss idle states when few remain, until the
-// sweeper removes them. [Store.Stats] reports the states, bytes and
-// refusals, for metrics.
+// more than either bound, but for debits (below). When a decision would
+// make a state, or grow a sliding log's buffer, beyond a bound, the store
+// evicts: it samples up to 64 keys at random, eight at a time, and removes
+// their idle states until there is room. A state that is not idle is never
+// evicted, so no flood of new keys gives a key back the allowance it has
+// used. If the sample finds no room, the request is denied (a denial, not
+// an error, so that a resilient limiter does not fail open), with a
+// RetryAfter of when a sampled state becomes idle (at least a
+// millisecond), and counted in [Stats].Refused; keys that have their state
+// are decided as usual. [Store.Peek] refuses the same way, so a check
+// passes only if its request could be counted. A store that refuses is too
+// small for its traffic, or under a flood of new keys; a sample can also
+// miss idle states when few remain, until the sweeper removes them.
+// [Store.Stats] reports the states, bytes and refusals, for metrics.
+//
+// A debit is never refused: it records work done, and a check that had
+// room may be followed by its debit after other keys took the room. A
+// full store counts it beyond its bounds, by up to an eighth of each (at
+// least one state). Past that, the decision fails with [ErrFull] and
+// counts nothing, so that debits of new keys never grow the store without
+// end; the caller sees that its debit was not counted.
 //
 // # Clock
 //

@@ -55,16 +55,26 @@ func (r *room) addSlot(sl *slot) {
 // reserve takes need from the store's bounds and reports whether it fit.
 // A decision reserves before it commits, so the store never holds more
 // than its bounds (as estimated), whatever the concurrency.
-func (s *Store) reserve(need room) bool {
-	if need.states > 0 && !take(&s.n, need.states, s.max) {
+func (s *Store) reserve(need room) bool { return s.reserveWithin(need, s.max, s.maxBytes) }
+
+// reserveWithin is reserve within the bounds of states and bytes given.
+func (s *Store) reserveWithin(need room, states, bytes int64) bool {
+	if need.states > 0 && !take(&s.n, need.states, states) {
 		return false
 	}
-	if need.bytes > 0 && !take(&s.bytes, need.bytes, s.maxBytes) {
+	if need.bytes > 0 && !take(&s.bytes, need.bytes, bytes) {
 		s.n.Add(-need.states)
 		return false
 	}
 	return true
 }
+
+// debitBound returns how far debits may take the store beyond bound: an
+// eighth more, at least one. A debit records work done, so a full store
+// still counts it: a check that had room may be followed by its debit
+// after other keys took the room. The margin stays bounded, so that debits
+// of new keys never grow the store without end.
+func debitBound(bound int64) int64 { return bound + max(1, bound/8) }
 
 func take(c *atomic.Int64, n, bound int64) bool {
 	for {
@@ -86,9 +96,10 @@ func (s *Store) settle(need room, grown int64) {
 	}
 }
 
-// fits reports whether the store has room for need now.
+// fits reports whether the store has room for need now, as reserve would
+// find it: a need of nothing fits a store that debits took beyond a bound.
 func (s *Store) fits(need room) bool {
-	return s.n.Load()+need.states <= s.max && s.bytes.Load()+need.bytes <= s.maxBytes
+	return (need.states <= 0 || s.n.Load()+need.states <= s.max) && (need.bytes <= 0 || s.bytes.Load()+need.bytes <= s.maxBytes)
 }
 
 // refuse turns res, an allowed check of e (nil: no state), into the denial

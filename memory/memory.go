@@ -41,6 +41,8 @@ type Store struct {
 	ids       atomic.Uint64 // the last entry's id
 	max       int64
 	maxBytes  int64
+	overMax   int64 // the bounds debits may reach (debitBound)
+	overBytes int64
 	now       func() time.Time // nil: the monotonic clock from base
 	base      time.Time        // with its monotonic reading
 	baseMicro int64            // base in µs since the Unix epoch
@@ -109,14 +111,16 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithMaxKeys bounds how many (key, limit) states the store holds (default
-// [DefaultMaxKeys]); it never holds more, even for a moment. A decision
-// that would make a state beyond the bound first evicts idle states (those
-// that no longer hold anything, see the package documentation) from a
-// random sample of keys; if that finds no room, the request is denied, with
-// a RetryAfter of when a sampled state becomes idle, and counted in
-// [Stats].Refused. A state that holds consumption is never evicted: a full
-// store denies new keys rather than forget what a key has consumed. Keys
-// that have their state are decided as usual.
+// [DefaultMaxKeys]); only debits take it beyond, by an eighth at most. A
+// decision that would make a state beyond the bound first evicts idle
+// states (those that no longer hold anything, see the package
+// documentation) from a random sample of keys; if that finds no room, the
+// request (or Peek) is denied, with a RetryAfter of when a sampled state
+// becomes idle, and counted in [Stats].Refused. A debit is counted all the
+// same, up to an eighth beyond the bound (at least one state); past that
+// its decision fails with [ErrFull]. A state that holds consumption is
+// never evicted: a full store denies new keys rather than forget what a
+// key has consumed. Keys that have their state are decided as usual.
 func WithMaxKeys(n int) Option {
 	return func(s *Store) error {
 		if n < 1 {
@@ -133,8 +137,9 @@ func WithMaxKeys(n int) Option {
 // refund records of token buckets that [Store.Admit] counted in. A
 // decision that would go beyond it (a new state, or a sliding log whose
 // buffer must grow) evicts and, failing that, is denied as under
-// [WithMaxKeys]. The process's heap may be about twice the bound: the
-// garbage collector lets garbage reach the live heap's size by default.
+// [WithMaxKeys]; debits may go an eighth beyond. The process's heap may
+// be about twice the bound: the garbage collector lets garbage reach the
+// live heap's size by default.
 func WithMaxBytes(n int64) Option {
 	return func(s *Store) error {
 		if n < 1 {
@@ -167,6 +172,7 @@ func New(opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.overMax, s.overBytes = debitBound(s.max), debitBound(s.maxBytes)
 	if s.sweep > 0 {
 		s.stop = make(chan struct{})
 		s.done = make(chan struct{})
@@ -198,9 +204,10 @@ type Stats struct {
 	States int64
 	// Bytes is their estimated memory, as [WithMaxBytes] counts it.
 	Bytes int64
-	// Refused counts the decisions denied since [New] because the store had
-	// no room for a state they would have made or grown. A store that
-	// refuses is too small for its keys, or under a flood of new keys.
+	// Refused counts the decisions and checks (Peek) denied since [New]
+	// because the store had no room for a state they would have made or
+	// grown. A store that refuses is too small for its keys, or under a
+	// flood of new keys.
 	Refused uint64
 }
 
@@ -348,8 +355,10 @@ func (s *Store) Allow(ctx context.Context, key string, limit redlimit.Limit) (re
 	return s.AllowN(ctx, key, limit, 1)
 }
 
-// Peek implements [redlimit.Limiter]. It does not foresee that a request
-// for a key with no state would be refused by a full store.
+// Peek implements [redlimit.Limiter]. A request the store has no room
+// for is refused, as AllowN would refuse it: a check passes only if the
+// request could be counted. Peek evicts idle states to make room, as
+// AllowN does, which changes no answer.
 func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n int64) (redlimit.Result, error) {
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("memory: %w", err)
@@ -358,18 +367,46 @@ func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n in
 		return redlimit.Result{}, err
 	}
 	p := newParams(limit)
-	v, ok := s.keys.Load(key)
-	if !ok {
-		var res redlimit.Result
-		check(nil, &p, s.micros(), n, &res)
-		return res, nil
-	}
-	sl := v.(*slot)
-	sl.mu.Lock()
 	var res redlimit.Result
-	check(sl.find(limit.Algorithm, limit.Period), &p, s.micros(), n, &res)
-	sl.mu.Unlock()
-	return res, nil
+	var soonest int64
+	for final := false; ; final = true {
+		need, now, done := s.peek(key, &p, n, &res, final, soonest)
+		if done {
+			return res, nil
+		}
+		soonest = s.evict(now, need)
+	}
+}
+
+// peek checks a request of cost n under p for key into res, and reports
+// whether it is decided: not if the store has no room for what it would
+// make, and final is false; the caller then evicts and asks again with
+// final set, and a store still full refuses it. It returns the room the
+// request needs and the time it was checked at.
+func (s *Store) peek(key string, p *params, n int64, res *redlimit.Result, final bool, soonest int64) (room, int64, bool) {
+	var e *entry
+	var need room
+	if v, ok := s.keys.Load(key); ok {
+		sl := v.(*slot)
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		e = sl.find(p.alg, us(p.window))
+		need.addSlot(sl)
+	} else {
+		need.bytes += keySize(key)
+	}
+	now := s.micros()
+	check(e, p, now, n, res)
+	need.addEntry(e, p, now, n, false)
+	if !res.Allowed || s.fits(need) {
+		return need, now, true
+	}
+	if !final {
+		return need, now, false
+	}
+	s.refuse(res, e, now, need, soonest)
+	s.refused.Add(1)
+	return need, now, true
 }
 
 // Reset implements [redlimit.Limiter].
@@ -395,7 +432,9 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 
 // AllowAll implements [redlimit.Limiter]: it locks the keys of every request
 // (in key order), checks every limit, and commits the admissions only if
-// all allow, so the decision is atomic. Debits are committed either way.
+// all allow, so the decision is atomic. Debits are committed either way,
+// beyond the store's bounds if need be; it returns [ErrFull], counting
+// nothing, if even that leaves no room for them.
 func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
 	return s.allowAll(ctx, reqs, nil)
 }
@@ -432,10 +471,13 @@ func (s *Store) allowAll(ctx context.Context, reqs []redlimit.Request, wrote []w
 		for _, k := range keys {
 			a.slots[k] = s.lock(k)
 		}
-		need, now, done := s.decideAll(&a, final, soonest)
+		need, now, done, err := s.decideAll(&a, final, soonest)
 		// Eviction tries other keys' locks: only with none of ours held.
 		for _, k := range keys {
 			s.unlock(a.slots[k])
+		}
+		if err != nil {
+			return redlimit.Decision{}, err
 		}
 		if done {
 			return a.d, nil
@@ -468,10 +510,11 @@ func (a *all) entry(i int) *entry {
 // decideAll decides a.reqs with the keys' slots locked, and reports whether
 // it did; not if the store has no room for what the decision would make,
 // and final is false: the caller then evicts, with no lock held, and asks
-// again with final set, and a store still full refuses what needs room.
-// soonest is what that eviction returned. It returns the room the decision
-// needs and the time it was made at.
-func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool) {
+// again with final set, and a store still full refuses the admissions that
+// need room. soonest is what that eviction returned. It returns the room
+// the decision needs and the time it was made at, and ErrFull, with
+// nothing counted, if even debitBound leaves no room for its debits.
+func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool, error) {
 	now := s.micros()
 	a.d.Allowed = true
 	var unfit, refused uint64 // bits by request: it did not fit; it was refused
@@ -498,33 +541,33 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 	need := a.room(now)
 	if !s.reserve(need) {
 		if !final {
-			return need, now, false
+			return need, now, false, nil
 		}
-		// The decision is denied. Each request that needs room is refused,
-		// and not counted, a debit on a state it only grows last: only if
-		// the store is still short without the others (so that such a
-		// debit is counted when the store lacked room for the others' new
-		// states). The others answer as their limit alone would, and the
-		// debits among them are counted.
-		a.d.Allowed = false
-		s.refused.Add(1)
-		refuse := func(growing bool) {
+		// The store is full. Each admission that needs room is refused,
+		// which denies the decision, and no admission is counted then.
+		// Debits are counted all the same, as they record work done: they
+		// may take the store beyond its bounds, up to debitBound.
+		for i, r := range a.reqs {
+			e := a.entry(i)
+			if a.units[i] > 0 && !r.Debit && (e == nil || e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
+				s.refuse(&a.d.Results[i], e, now, need, soonest)
+				refused |= 1 << i
+			}
+		}
+		if refused != 0 {
+			a.d.Allowed = false
 			for i, r := range a.reqs {
-				e := a.entry(i)
-				if a.units[i] > 0 && (e == nil || (growing || !r.Debit) && e.sizeAfter(&a.ps[i], now, a.units[i], a.admits(i)) > e.size()) {
-					s.refuse(&a.d.Results[i], e, now, need, soonest)
-					a.units[i] = 0
-					refused |= 1 << i
-				} else if !r.Debit {
+				if !r.Debit {
 					a.units[i] = 0
 				}
 			}
 		}
-		refuse(false)
-		if need = a.room(now); !s.reserve(need) {
-			refuse(true)
-			need = a.room(now)
-			s.reserve(need) // true: what is left needs no room
+		need = a.room(now)
+		if !s.reserveWithin(need, s.overMax, s.overBytes) {
+			return need, now, true, ErrFull
+		}
+		if refused != 0 {
+			s.refused.Add(1)
 		}
 	}
 	var grown int64
@@ -547,7 +590,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool)
 			check(a.entry(i), &a.ps[i], now, r.Cost, &a.d.Results[i])
 		}
 	}
-	return need, now, true
+	return need, now, true, nil
 }
 
 // room returns the room a.units need: each state it writes, and the keys

@@ -28,7 +28,7 @@ func boundedEnv(opts []memory.Option) model.NewEnv {
 		return model.Env{
 			Clock: clock,
 			Targets: []model.Target{{Name: "memory", Limiter: s,
-				Refused: func() uint64 { return s.Stats().Refused }}},
+				Refused: func() uint64 { return s.Stats().Refused }, Full: memory.ErrFull}},
 			Key:   func(i int) string { return fmt.Sprintf("k%d", i) },
 			Close: func([]model.Touched) { s.Close() },
 		}
@@ -49,8 +49,10 @@ func FuzzModel(f *testing.F) {
 
 // FuzzModelBounded is FuzzModel on a memory store of at most 1 to 16
 // states and a few hundred to a few thousand bytes, with the background
-// sweeper on or off: a request the store has no room for is refused (a
-// denial the model would allow, checked for its shape), and every other
+// sweeper on or off: an admission or check the store has no room for is
+// refused (a denial the model would allow, checked for its shape); a debit
+// is counted beyond the bounds, or fails with ErrFull, counting nothing,
+// but never right after a check of its state that passed; every other
 // answer is the model's, since evicting idle states changes no answer.
 // The clock never goes back, which would find again what was evicted.
 func FuzzModelBounded(f *testing.F) {

@@ -121,7 +121,8 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 //     retired come back (restore), as the Redis store does, so the key is
 //     as if the request never came, for a clock that goes back too;
 //   - sliding log: back[i] out of the log entry at the request's time, if
-//     it holds that much (the later entries' counts stay);
+//     it holds that much and at most 64 entries follow it, as on Redis
+//     (the later entries' counts stay); an entry emptied is removed;
 //   - token bucket: the TAT lowered as refundable says: exactly back[i]
 //     when nothing came in between, or only other refunds, or admissions
 //     that found the bucket more than that ahead; less, down to nothing,
@@ -218,20 +219,31 @@ func giveBack(e *entry, now, k int64, w wrote, l redlimit.Limit) {
 	}
 }
 
-// take removes k units from the entry at time t, if it holds that many;
-// the later entries keep theirs.
+// logRefundMost is the most entries after a refunded one that a sliding
+// log's refund rewrites: beyond, it gives nothing back, as the Redis store
+// (LOG_REFUND in lua/refund.lua), so that a refund's work stays bounded.
+const logRefundMost = 64
+
+// take removes k units from the entry at time t, if it holds that many and
+// at most logRefundMost entries follow it; the later entries keep theirs.
+// An entry left empty is removed, as the Redis store removes it: it would
+// hold a time but no unit.
 func (r *ring) take(t, k int64) {
 	i := r.firstAfter(t - 1)
-	if i == r.n || r.at(i).at != t || int64(r.cumAfter(i)-r.at(i).cum) < k {
+	if i == r.n || r.at(i).at != t || int64(r.cumAfter(i)-r.at(i).cum) < k || r.n-1-i > logRefundMost {
 		return
 	}
 	for j := i + 1; j < r.n; j++ {
 		r.at(j).cum -= uint64(k)
 	}
 	r.total -= uint64(k)
-	if i == r.n-1 && r.total == r.at(i).cum {
-		r.n-- // the newest entry, now empty
+	if r.cumAfter(i) != r.at(i).cum {
+		return
 	}
+	for j := i; j < r.n-1; j++ {
+		*r.at(j) = *r.at(j + 1)
+	}
+	r.n--
 }
 
 // restore is a refund's, after it emptied e's latest window: as the Redis

@@ -121,3 +121,57 @@ func TestHeldGrantsStayWithinMaxBytes(t *testing.T) {
 		t.Errorf("k0 after the refund of the evicted state's grant: %+v, %v; want 994 remaining", r, err)
 	}
 }
+
+// TestLogRefundLeavesNoEmptyEntry (issue 25, item 6): a refund that
+// empties a sliding log's entry removes it, wherever it is in the log, as
+// the Redis store does (lua/refund.lua). An emptied entry that was not the
+// newest stayed with 0 units, became the newest once the newest was
+// refunded too, and then set the times: a denial's ResetAfter from its
+// time, and a request after a clock step back stamped at it.
+func TestLogRefundLeavesNoEmptyEntry(t *testing.T) {
+	ctx := context.Background()
+	lim := redlimit.Per(10, 100*time.Millisecond).SlidingLog()
+	clock := redlimittest.NewClock(redlimittest.T0)
+	s := newStore(t, memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	at := func(ms int) { clock.Set(redlimittest.T0.Add(time.Duration(ms) * time.Millisecond)) }
+	admit := func(n int64) *redlimit.Grant {
+		t.Helper()
+		g, err := s.Admit(ctx, []redlimit.Request{{Key: "k", Limit: lim, Cost: n}})
+		if err != nil || !g.Allowed {
+			t.Fatalf("admit %d: %+v, %v", n, g, err)
+		}
+		return g
+	}
+	at(0)
+	admit(8)
+	at(20)
+	middle := admit(1)
+	at(50)
+	newest := admit(1)
+	at(60)
+	for _, g := range []*redlimit.Grant{middle, newest} {
+		if err := s.Refund(ctx, g, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		at   int
+		cost int64
+		want redlimit.Result
+	}{
+		// Only the 8 units at 0 ms are left: they set both times.
+		{60, 5, redlimit.Result{Limit: 10, Remaining: 2, RetryAfter: 40 * time.Millisecond, ResetAfter: 40 * time.Millisecond}},
+		// The clock steps back: the request is stamped at 10 ms, after the
+		// newest entry left (0 ms), not at the emptied one's 20 ms.
+		{10, 2, redlimit.Result{Allowed: true, Limit: 10, ResetAfter: 100 * time.Millisecond}},
+		// At 112 ms every unit has expired.
+		{112, 10, redlimit.Result{Allowed: true, Limit: 10, ResetAfter: 100 * time.Millisecond}},
+	}
+	for _, st := range steps {
+		at(st.at)
+		got, err := s.AllowN(ctx, "k", lim, st.cost)
+		if err != nil || got != st.want {
+			t.Errorf("at %d ms, cost %d: %+v, %v; want %+v (as Redis answers)", st.at, st.cost, got, err, st.want)
+		}
+	}
+}

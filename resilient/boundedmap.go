@@ -52,8 +52,11 @@ func newBoundedMap[V any](size, maxBytes int, stale func(v *V, now time.Time) bo
 func sizeOf(k redlimit.StateID) int { return entryBytes + len(k.Key) }
 
 // shard returns the shard of key, to be locked by the caller.
-func (b *boundedMap[V]) shard(key string) *mapShard[V] {
-	return &b.shards[maphash.String(b.seed, key)%uint64(len(b.shards))]
+func (b *boundedMap[V]) shard(key string) *mapShard[V] { return &b.shards[b.index(key)] }
+
+// index returns the index of key's shard in b.shards.
+func (b *boundedMap[V]) index(key string) int {
+	return int(maphash.String(b.seed, key) % uint64(len(b.shards)))
 }
 
 // insert sets sh.m[k] = v, making room first if k is new and sh is full

@@ -15,9 +15,13 @@ import (
 //
 // Entries are keyed by the state they describe ([redlimit.StateID]), as the
 // store keeps it, so that a Reset drops them whatever the Count or the
-// failure policy of the limit it names.
+// failure policy of the limit it names. A Reset or a refund through the
+// Limiter drops the entries of its keys (forget). A denial the store may
+// have made before that is not kept either: put drops a call sent before
+// the latest forget of its shard.
 type denyCache struct {
 	*boundedMap[denial]
+	forgot []time.Time // per shard, the latest forget; guarded by the shard's lock
 }
 
 type denial struct {
@@ -35,7 +39,21 @@ func (d *denial) matches(l redlimit.Limit) bool {
 
 // newDenyCache returns a cache of at most size entries and maxBytes bytes in all.
 func newDenyCache(size, maxBytes int) *denyCache {
-	return &denyCache{newBoundedMap(size, maxBytes, func(d *denial, now time.Time) bool { return !now.Before(d.until) })}
+	b := newBoundedMap(size, maxBytes, func(d *denial, now time.Time) bool { return !now.Before(d.until) })
+	return &denyCache{b, make([]time.Time, len(b.shards))}
+}
+
+// forget drops the denial of key's state under l, at now: after the
+// store's Reset or refund of it returned.
+func (c *denyCache) forget(key string, l redlimit.Limit, now time.Time) {
+	i := c.index(key)
+	sh := &c.shards[i]
+	sh.mu.Lock()
+	c.remove(sh, l.StateID(key))
+	if now.After(c.forgot[i]) {
+		c.forgot[i] = now
+	}
+	sh.mu.Unlock()
 }
 
 // get returns the cached denial of a request of cost n at now, if any.
@@ -69,9 +87,14 @@ func (c *denyCache) put(key string, l redlimit.Limit, n int64, start time.Time, 
 	// Measured from before the call, so the entry ends no later than the
 	// store's own retry-after, however long the reply took.
 	d := denial{until: start.Add(r.RetryAfter), reset: start.Add(r.ResetAfter), cost: n, count: l.Count, burst: l.Burst}
-	sh := c.shard(key)
+	i := c.index(key)
+	sh := &c.shards[i]
 	k := l.StateID(key)
 	sh.mu.Lock()
+	if !start.After(c.forgot[i]) {
+		sh.mu.Unlock()
+		return // the store may have denied before a forget's refund or Reset
+	}
 	if old, ok := sh.m[k]; ok && old.cost < n && start.Before(old.until) && old.matches(l) {
 		d = old // keep the entry that answers more requests
 	}

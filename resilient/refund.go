@@ -41,7 +41,8 @@ func (l *Limiter) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit
 // Refund implements [redlimit.Refunder]: what the store consumed is given
 // back by the store's Refund, within Options.Timeout, and what the local
 // fallback consumed by the fallback's. A store that fails keeps what it
-// consumed: the error wraps [ErrStore].
+// consumed: the error wraps [ErrStore]. The cached denials of the keys
+// given back to are dropped, whatever the outcome.
 func (l *Limiter) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
 	if err := redlimit.ValidateRefund(g, back); err != nil {
 		return fmt.Errorf("resilient: refund: %w", err)
@@ -74,6 +75,15 @@ func (l *Limiter) Refund(ctx context.Context, g *redlimit.Grant, back []int64) e
 				if r := g.Requests[i]; back[i] > 0 {
 					l.debts.forgive(r.Key, r.Limit, back[i])
 				}
+			}
+		}
+	}
+	if l.deny != nil {
+		// After the refunds, so that no denial made before them stays.
+		now := l.now()
+		for i, r := range g.Requests {
+			if back[i] > 0 {
+				l.deny.forget(r.Key, r.Limit, now)
 			}
 		}
 	}

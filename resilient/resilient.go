@@ -63,7 +63,8 @@ type Options struct {
 	// CoolDown is how long the open breaker sends every decision to the
 	// failure policies before one probe call tries the store again
 	// (default [DefaultCoolDown]). A probe that succeeds closes the breaker.
-	// The probe has Timeout whatever its caller's deadline, and its caller
+	// The probe has the longer of Timeout and CoolDown whatever its
+	// caller's deadline (it pays a reconnection), and its caller
 	// gets the failure policy's answer if its own deadline comes first.
 	CoolDown time.Duration
 	// DenyCacheSize bounds how many denials are remembered in process
@@ -86,7 +87,7 @@ type Options struct {
 	// ReconcileSize bounds how many states (key, algorithm, period) the
 	// Limiter remembers what it counted by itself for while the store
 	// failed, to charge it to the store when it answers again (default
-	// [DefaultReconcileSize]; about 130 bytes plus the key each, and 130
+	// [DefaultReconcileSize]; about 200 bytes plus the key each, and 130
 	// more while a charge of the state is in doubt, within CacheBytes); a
 	// negative size turns reconciliation off. What is
 	// recorded: the admissions the local fallback allowed, and every
@@ -106,8 +107,9 @@ type Options struct {
 	// must also fit this node's local share before the store is asked
 	// (default [DefaultSettle]; negative: off): Settle after the later of
 	// the outage's last store failure and the breaker's close (after the
-	// close, a failure is the outage's while one call in 16 or more of
-	// the recent ones fails; the odd failure does not extend it). The nodes
+	// close, a failure is the outage's while one decision in 16 or more
+	// of the recent ones met a failure; the odd failure does not extend
+	// it). The nodes
 	// come back apart (on Redis Cluster, up to a second or two after a
 	// failover), and the store learns what another node admitted by itself only when that
 	// node is back: meanwhile, without it, the store would give the nodes
@@ -128,6 +130,11 @@ type Options struct {
 	Nodes NodeCounter
 	// Logger receives breaker changes and failures; default slog.Default().
 	Logger *slog.Logger
+	// BreakerChanged, if not nil, is told each change of the breaker's
+	// state instead of the Logger. cause is the store's error that opened
+	// it, nil for other changes. It runs under the breaker's lock: it must
+	// be fast and must not call the Limiter.
+	BreakerChanged func(from, to string, cause error)
 	// Now is the clock of the deny cache; default time.Now.
 	Now func() time.Time
 }
@@ -153,6 +160,8 @@ type Limiter struct {
 	ownsFB   *memory.Store
 	nodes    NodeCounter
 	log      *slog.Logger
+	changed  func(from, to string, cause error) // Options.BreakerChanged
+	lastFail atomic.Pointer[error]              // the store's last failure the breaker counted
 	now      func() time.Time
 	workers  workers
 	bound    bool          // the store's AllowN and Peek return by their context's deadline (see contextBound)
@@ -167,7 +176,7 @@ type Limiter struct {
 	outage      atomic.Bool   // the breaker opened since it last closed
 	mono        mono          // the measure of settleUntil, and of the caches' and debts' times
 	settleUntil atomic.Int64  // the end of the settling, in l.mono's nanoseconds
-	failShare   atomic.Uint32 // the share of recent store calls that failed, while settling (see noteCall)
+	failShare   atomic.Uint32 // the share of recent decisions that met a store failure, while settling (see noteDecision)
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
 	recWG       sync.WaitGroup
@@ -196,6 +205,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		fallback: opts.Fallback,
 		nodes:    opts.Nodes,
 		log:      opts.Logger,
+		changed:  opts.BreakerChanged,
 		now:      opts.Now,
 		workers:  newWorkers(maxWorkers),
 		spread:   cmp.Or(opts.ReconcileSpread, DefaultReconcileSpread),
@@ -245,18 +255,32 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		MaxRequests: 1,
 		Timeout:     l.coolDown,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsSuccessful: func(err error) bool {
+			if err != nil { // the cause OnStateChange, called next, reports
+				l.lastFail.Store(&err)
+			}
+			return err == nil
+		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String())
+			var cause error
+			if p := l.lastFail.Load(); p != nil && to == gobreaker.StateOpen {
+				cause = *p
+			}
+			if l.changed != nil {
+				l.changed(from.String(), to.String(), cause)
+			} else {
+				l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String(), "cause", cause)
+			}
 			switch {
 			case to == gobreaker.StateOpen:
 				l.outage.Store(true)
-				l.failShare.Store(failOne) // failing until calls since say otherwise
+				l.failShare.Store(failOne) // failing until decisions since say otherwise
 			case to == gobreaker.StateClosed && l.outage.Swap(false) && l.settle > 0:
 				l.settleFrom(l.now())
 			}
 		},
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || errors.Is(err, redlimit.ErrKeyState)
 		},
 	})
 	return l, nil
@@ -331,6 +355,7 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	if !admit && settling && l.breaker.State() == gobreaker.StateClosed {
 		if d, ok := l.fromShares(ctx, reqs); ok {
 			if !d.Allowed {
+				l.noteDecision(false) // no call made, so no failure met
 				return d, &receipt{}, nil
 			}
 			shared = &d
@@ -345,7 +370,7 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	d, err := l.ask(ctx, c)
 	if err == nil {
 		if settling {
-			l.noteCall(false)
+			l.noteDecision(false)
 		}
 		if l.seen != nil {
 			for i, r := range reqs {
@@ -364,6 +389,10 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		// The key's own error, not the store's: no policy answers it.
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	if shared != nil {
@@ -408,7 +437,7 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 // master's keys while the failing master's still fail). A failure is the
 // outage's while the breaker is not closed, and, while the Limiter
 // settles, if failures are still frequent: at least one in failExtends of
-// the recent calls (noteCall). The odd failure of a store that is back (a
+// the recent decisions (noteDecision). The odd failure of a store that is back (a
 // busy Redis's timeout) does not make the settling last, nor does a
 // failure outside an outage start one.
 func (l *Limiter) storeFailed() {
@@ -420,7 +449,7 @@ func (l *Limiter) storeFailed() {
 		l.settleFrom(now)
 		return
 	}
-	if l.settling(now) && l.noteCall(true) >= failOne/failExtends {
+	if l.settling(now) && l.noteDecision(true) >= failOne/failExtends {
 		l.settleFrom(now)
 	}
 }
@@ -432,19 +461,23 @@ func (l *Limiter) settling(t time.Time) bool {
 	return until != math.MinInt64 && l.mono.ns(t) < until
 }
 
-// The share of failed calls is an exponentially weighted average over
-// about failWeight calls, in units of 1/failOne; it is set to failOne (all
-// failing) when the breaker opens, so the failures of a master still down
-// after the breaker closed extend the settling from the first, and only
-// the successes since tell them apart from the odd failure.
+// The share of failures is an exponentially weighted average over about
+// failWeight decisions, in units of 1/failOne. It counts decisions, not
+// store calls: while the Limiter settles, the shares answer most decisions
+// without a call, and the odd failure must stay a small share of them. It
+// is set to failOne (all failing) when the breaker opens, so the failures
+// of a master still down after the breaker closed extend the settling
+// from the first, and only the decisions since tell them apart from the
+// odd failure.
 const (
 	failOne     = 1 << 16
 	failWeight  = 32
 	failExtends = 16 // a failure extends the settling at a share of 1/16 or more
 )
 
-// noteCall adds a call to the share of failed calls and returns the share.
-func (l *Limiter) noteCall(failed bool) uint32 {
+// noteDecision adds a decision to the share of failures, as failed if it
+// met a store failure, and returns the share.
+func (l *Limiter) noteDecision(failed bool) uint32 {
 	for {
 		old := l.failShare.Load()
 		share := old - old/failWeight
@@ -647,18 +680,21 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
-	// A successful call counts in the share of failures only while the
-	// Limiter settles; before any outage, no clock is read for it.
+	// A decision counts in the share of failures only while the Limiter
+	// settles; before any outage, no clock is read for it.
 	settling := l.settleUntil.Load() != math.MinInt64 && l.settling(l.now())
 	d, err := l.ask(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
 	if err == nil {
 		if settling {
-			l.noteCall(false)
+			l.noteDecision(false)
 		}
 		return d.Results[0], nil
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	switch limit.Failure {
@@ -677,32 +713,32 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	return r, nil
 }
 
-// Reset implements [redlimit.Limiter]: it resets the key in the store, the
-// fallback and the deny cache, and, once the store has reset it, drops
-// what this node owes the store for it (see Reconciliation). A store
-// failure is returned: there is no policy for a reset.
+// Reset implements [redlimit.Limiter]: it resets the key in the store,
+// then in the fallback and the caches, and drops what this node owes the
+// store for it (see Reconciliation). A store failure is returned, and
+// leaves this node's state as it was: there is no policy for a reset.
 func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) error {
 	if err := redlimit.ValidateRequest(key, limit, 1); err != nil {
 		return fmt.Errorf("resilient: %w", err)
-	}
-	if l.deny != nil {
-		l.deny.forget(key, limit)
-	}
-	if l.seen != nil {
-		l.seen.forget(key, limit)
-	}
-	if err := l.fallback.Reset(ctx, key, l.share(limit)); err != nil {
-		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	if err := l.store.Reset(cctx, key, limit); err != nil {
 		return fmt.Errorf("%w: reset: %w", ErrStore, err)
 	}
+	if l.deny != nil {
+		l.deny.forget(key, limit, l.now())
+	}
+	if l.seen != nil {
+		l.seen.forget(key, limit)
+	}
 	if l.debts != nil {
 		// What this node owes the key is owed to the state just reset
 		// no more (other nodes' debts are charged still).
 		l.debts.forget(key, limit)
+	}
+	if err := l.fallback.Reset(policyContext(ctx), key, l.share(limit)); err != nil {
+		return fmt.Errorf("resilient: reset in the fallback: %w", err)
 	}
 	return nil
 }

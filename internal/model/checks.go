@@ -218,9 +218,21 @@ func (r *runner) honest(desc string, i int, q Req, in *info, res redlimit.Result
 		// Each result of a denied decision is what Peek answers now:
 		// nothing was consumed, on any store.
 		for t, tg := range r.env.Targets {
+			var before uint64
+			if tg.Refused != nil {
+				before = tg.Refused()
+			}
 			p, err := tg.Limiter.Peek(r.ctx, key, q.Limit, q.Cost)
 			if err != nil {
 				return r.fail("error", "%s: peek: %s: %v", desc, tg.Name, err)
+			}
+			// A store with no room refuses a check the decision, denied
+			// by other limits, answered for this limit alone.
+			if refused := tg.Refused != nil && tg.Refused() != before; refused && own[t].Allowed {
+				if f := r.refusalInvariants(desc, i, q, p); f != nil {
+					return f
+				}
+				continue
 			}
 			if p != own[t] {
 				return r.fail("atomic", "%s: request %d (%s) answered %s in a denied decision, but Peek now answers %s from %s",

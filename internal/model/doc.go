@@ -20,9 +20,11 @@
 //     exceptions, each documented by its store: a Redis Cluster refund of a
 //     full token bucket, which the cluster then finds stricter should the
 //     clock go back ([Target].Split); and a bounded memory store's refusal
-//     of a request it has no room for ([Target].Refused), where the clock
+//     of an admission or check it has no room for ([Target].Refused), or
+//     its error for debits it cannot hold ([Target].Full), where the clock
 //     does not go back ([Options].NoClockBack): it would find again the
-//     idle states the store evicted;
+//     idle states the store evicted. A debit is never refused, and the
+//     debit right after a check that passed never fails for want of room;
 //   - each Result on its own: Limit is the limit's Max, Remaining in
 //     [0, Limit], RetryAfter 0 when allowed and Never exactly when the cost
 //     is above Limit, ResetAfter 0 only at a full allowance;

@@ -25,6 +25,11 @@ type Target struct {
 	// operation is a denial where the model allows, checked for the
 	// refusal's shape, not against the model.
 	Refused func() uint64
+	// Full, if set, is the error a bounded store returns for a decision
+	// whose debits it has no room for: the decision counted nothing. A
+	// debit right after a check (Peek) of its state that passed must not
+	// get it. Only for an Env of one target.
+	Full error
 }
 
 // Env is where one sequence runs: stores that read Clock, and the names of
@@ -56,6 +61,7 @@ type Stats struct {
 	Probes    int // answers asked for at the instants results named
 	AllowAlls int // AllowAll decisions of two limits or more
 	Refusals  int // results a bounded store refused for want of room
+	Full      int // decisions a bounded store failed with Target.Full
 	Split     int // results a Split target was not compared on
 	Debits    int // results of debits
 }

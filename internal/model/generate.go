@@ -153,6 +153,8 @@ type generator struct {
 	noBack bool
 	// noDebits keeps debits out (Options.NoDebits).
 	noDebits bool
+	// then is the debit that follows a check, at its instant.
+	then *Op
 }
 
 // newGenerator reads a sequence's header: its limits, keys and start.
@@ -304,6 +306,11 @@ func (g *generator) step(h hints) {
 // next returns the next op, or false when the bytes or the op budget have
 // run out.
 func (g *generator) next(h hints) (Op, bool) {
+	if g.then != nil && g.ops < g.max {
+		op := *g.then
+		g.then, g.ops = nil, g.ops+1
+		return op, true
+	}
 	if g.s.done() || g.ops >= g.max {
 		return Op{}, false
 	}
@@ -326,6 +333,13 @@ func (g *generator) next(h hints) (Op, bool) {
 		}
 	case c < 19:
 		op.Kind, op.Reqs = Peek, []Req{req()}
+		if debit() {
+			// Envoy's check-then-debit flow: the cost of the work the
+			// check let through, counted right after it.
+			q := op.Reqs[0]
+			q.Cost, q.Debit = g.cost(h, q.Key, q.Limit), true
+			g.then = &Op{At: g.at, Kind: AllowAll, Reqs: []Req{q}}
+		}
 	case c < 20:
 		op.Kind, op.Reqs = Reset, []Req{req()}
 		op.Reqs[0].Cost = 1

@@ -80,6 +80,7 @@ type runner struct {
 	start     time.Time
 	now       int64 // µs, the current op's instant
 	states    map[stateID]*info
+	checked   *checkMark // the Peek that passed, if the last op was one
 	lastRetry time.Duration
 	lastReset time.Duration
 	done      []Op
@@ -149,6 +150,12 @@ func (r *runner) info(q Req) *info {
 		r.states[id] = in
 	}
 	return in
+}
+
+// checkMark is a Peek that passed: its state and instant.
+type checkMark struct {
+	id stateID
+	at int64
 }
 
 // setTime moves the clock to the op's instant.
@@ -224,6 +231,8 @@ func (r *runner) exec(op Op) *Failure {
 	r.stats.Ops++
 	r.done = append(r.done, op)
 	r.setTime(op.At)
+	checked := r.checked
+	r.checked = nil
 	reqs := r.requests(op)
 	want := expectedErr(op, reqs)
 	ds := make([]redlimit.Decision, len(r.env.Targets))
@@ -234,6 +243,9 @@ func (r *runner) exec(op Op) *Failure {
 			before = tg.Refused()
 		}
 		d, err := r.call(tg.Limiter, op, reqs)
+		if want == nil && tg.Full != nil && errors.Is(err, tg.Full) {
+			return r.full(op, tg.Name, err, checked)
+		}
 		if sentinel(err) != sentinel(want) {
 			r.trace = append(r.trace, op.describe(r.env.Key))
 			return r.fail("error", "%s: %s returned %v, want an error wrapping %q", op.describe(r.env.Key), tg.Name, err, sentinel(want))
@@ -252,6 +264,24 @@ func (r *runner) exec(op Op) *Failure {
 		return nil
 	}
 	return r.decided(op, ds, refused)
+}
+
+// full checks op, which target name failed with its Full error: op is a
+// decision with a debit, and not the debit of a check that just passed.
+// Nothing was counted, so the model stays as it is.
+func (r *runner) full(op Op, name string, err error, checked *checkMark) *Failure {
+	desc := op.describe(r.env.Key)
+	r.trace = append(r.trace, fmt.Sprintf("%s: %v", desc, err))
+	if !slices.ContainsFunc(op.Reqs, func(q Req) bool { return isDebit(op, q) }) {
+		return r.fail("error", "%s: %s returned %v for a decision without a debit", desc, name, err)
+	}
+	for _, q := range op.Reqs {
+		if isDebit(op, q) && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period}) {
+			return r.fail("dropped", "%s: %s returned %v for the debit of a check that passed", desc, name, err)
+		}
+	}
+	r.stats.Full++
+	return nil
 }
 
 // reset: the model forgets the state, as the stores do.
@@ -297,8 +327,8 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 		if got == want {
 			continue
 		}
-		// A refused debit is not counted: refused, it fits or not.
-		if refused[0] && (want.Allowed || debit) && !got.Allowed {
+		// An admission or check the store had no room for; never a debit.
+		if refused[0] && want.Allowed && !debit && !got.Allowed {
 			refusal[i] = true
 			r.stats.Refusals++
 			continue
@@ -326,6 +356,10 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 	if ref.Allowed != allowed {
 		return r.fail("invariant", "%s: decision Allowed=%v, but its results say %v", desc, ref.Allowed, allowed)
 	}
+	if op.Kind == Peek && ref.Allowed {
+		q := op.Reqs[0]
+		r.checked = &checkMark{stateID{q.Key, q.Limit.Algorithm, q.Limit.Period}, r.now}
+	}
 	committed := op.Kind != Peek && ref.Allowed
 	if len(op.Reqs) > 1 {
 		r.stats.AllowAlls++
@@ -341,8 +375,6 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 			r.lastReset = res.ResetAfter
 		}
 		switch {
-		case isDebit(op, q) && refusal[i]:
-			// Refused for want of room: not counted.
 		case isDebit(op, q):
 			if f := r.admit(desc, q, in, res.Allowed); f != nil {
 				return f

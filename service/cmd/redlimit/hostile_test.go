@@ -79,9 +79,10 @@ func (p *proc) request(t *testing.T, method, path, host, body string, header ...
 }
 
 // The HTTP server answers only the allowed hosts (--allowed-hosts, or
-// REDLIMIT_ALLOWED_HOSTS), takes /json as application/json only, and
-// refuses cross-site writes: a page elsewhere can neither read the
-// dashboard's data by DNS rebinding nor spend a visitor's limits.
+// REDLIMIT_ALLOWED_HOSTS), takes /json as curl -d sends it (a form's
+// type), and refuses cross-site writes whatever their type: a page
+// elsewhere can neither read the dashboard's data by DNS rebinding nor
+// spend a visitor's limits.
 func TestServeHTTPHostAndOrigin(t *testing.T) {
 	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "api.yaml")
@@ -103,7 +104,9 @@ func TestServeHTTPHostAndOrigin(t *testing.T) {
 		{p, "GET", "/api/stats", "ratelimit.test:" + port, nil, 200},
 		{p, "GET", "/api/stats", "localhost:" + port, nil, 200},
 		{q, "GET", "/api/stats", "rebound.example", nil, 200},
-		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "text/plain"}, 415},
+		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "application/x-www-form-urlencoded", "Origin", "https://evil.example"}, 403},
+		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "text/plain", "Sec-Fetch-Site", "cross-site"}, 403},
+		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "application/x-www-form-urlencoded"}, 200},
 		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "application/json", "Origin", "https://evil.example"}, 403},
 		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"}, 403},
 		{p, "POST", "/json", "127.0.0.1:" + port, []string{"Content-Type", "application/json"}, 200},

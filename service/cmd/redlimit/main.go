@@ -22,6 +22,11 @@
 // loads rule files exactly as serve does and prints their rule tree, or
 // every problem as file:line, exiting non-zero (internal/rulecheck).
 //
+//	redlimit version
+//
+// prints the version, the commit and the Go version of the build
+// (internal/version); redlimit --version does the same.
+//
 // Every flag of serve can also be set by an
 // environment variable, REDLIMIT_ and the flag's name in upper case with
 // '-' as '_' (--grpc-addr: REDLIMIT_GRPC_ADDR); a flag on the command line
@@ -41,6 +46,7 @@ import (
 	"github.com/redlimit/redlimit/service/internal/rulecheck"
 	"github.com/redlimit/redlimit/service/internal/server"
 	"github.com/redlimit/redlimit/service/internal/sim"
+	"github.com/redlimit/redlimit/service/internal/version"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -52,6 +58,7 @@ Usage:
   redlimit check --config P   load rule files as serve would; print the rules or every problem
   redlimit bench [flags]      load-test the library or a running service
   redlimit simulate [flags]   replay a traffic pattern through every algorithm
+  redlimit version            print the version, commit and Go version
   redlimit help               print this help
 
 Run "redlimit COMMAND --help" for a command's flags.
@@ -72,6 +79,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return loadgen.Main(args[1:], stdout, stderr)
 	case "simulate":
 		return sim.Main(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, version.Get())
+		return 0
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

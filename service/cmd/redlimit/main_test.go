@@ -16,6 +16,8 @@ func TestCommandLine(t *testing.T) {
 		{nil, 2, "", "Usage:"},
 		{[]string{"help"}, 0, "redlimit serve [flags]", ""},
 		{[]string{"launch"}, 2, "", `unknown command "launch"`},
+		{[]string{"version"}, 0, "redlimit ", ""},
+		{[]string{"--version"}, 0, " (commit ", ""},
 		{[]string{"serve", "--help"}, 0, "(env REDLIMIT_RESPONSE_HEADERS)", ""},
 		{[]string{"serve", "--nope"}, 2, "", "flag provided but not defined"},
 		{[]string{"serve", "--response-headers", "envoy"}, 2, "", `unexpected argument "envoy"`},

@@ -50,7 +50,7 @@ func (h *handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) sendSnapshot(w http.ResponseWriter, rc *http.ResponseController, first bool) error {
-	data, err := json.Marshal(h.rec.Snapshot())
+	data, err := json.Marshal(h.snapshot())
 	if err != nil {
 		return err
 	}

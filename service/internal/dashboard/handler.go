@@ -41,6 +41,11 @@ type Options struct {
 	// (default [DefaultMaxStreams]); more are refused with 503, and the
 	// page then polls /api/stats.
 	MaxStreams int
+	// RuleName, if set, returns the name the rule files give the rule
+	// labelled rule in domain, or "". Snapshots carry it beside the label,
+	// and the page shows it in its place. It is called for each series and
+	// top key of every snapshot.
+	RuleName func(domain, rule string) string
 	// Done, when closed, ends every /api/events stream. http.Server's
 	// Shutdown does not cancel the requests it waits for, so a service
 	// should close Done when it shuts down (from Server.RegisterOnShutdown,
@@ -150,7 +155,22 @@ func (h *handler) serveStatic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) serveStats(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, h.rec.Snapshot())
+	writeJSON(w, h.snapshot())
+}
+
+// snapshot returns the recorder's snapshot, with the rules' names.
+func (h *handler) snapshot() Snapshot {
+	s := h.rec.Snapshot()
+	if h.opts.RuleName == nil {
+		return s
+	}
+	for i := range s.Series {
+		s.Series[i].Name = h.opts.RuleName(s.Series[i].Domain, s.Series[i].Rule)
+	}
+	for i := range s.TopKeys {
+		s.TopKeys[i].Name = h.opts.RuleName(s.TopKeys[i].Domain, s.TopKeys[i].Rule)
+	}
+	return s
 }
 
 func (h *handler) serveRules(w http.ResponseWriter, _ *http.Request) {

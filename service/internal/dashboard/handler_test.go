@@ -142,6 +142,31 @@ func TestHandlerStats(t *testing.T) {
 	}
 }
 
+// Options.RuleName names the series and top keys of every snapshot; a
+// label it does not know keeps no name.
+func TestHandlerRuleNames(t *testing.T) {
+	c := newClock(t0)
+	rec := newTestRecorder(c)
+	observe(rec, at(secs(0.5)), 1, Event{Domain: "api", Rule: "api.ip", Key: "a"})
+	observe(rec, at(secs(0.5)), 1, Event{Domain: "api", Rule: "api.user", Key: "b"})
+	c.set(at(secs(1.5)))
+	names := map[[2]string]string{{"api", "api.ip"}: "per_ip"}
+	h := Handler(rec, Options{RuleName: func(domain, rule string) string { return names[[2]string{domain, rule}] }})
+	var s Snapshot
+	if err := json.Unmarshal(get(t, h, "/api/stats").Body.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range s.Series {
+		got = append(got, v.Rule+"="+v.Name)
+	}
+	for _, k := range s.TopKeys {
+		got = append(got, k.Key+":"+k.Rule+"="+k.Name)
+	}
+	slices.Sort(got)
+	equal(t, "names", got, []string{"a:api.ip=per_ip", "api.ip=per_ip", "api.user=", "b:api.user="})
+}
+
 func TestHandlerRules(t *testing.T) {
 	d, err := config.Parse("api.yaml", []byte("domain: api\ndescriptors:\n  - key: user\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"))
 	if err != nil {

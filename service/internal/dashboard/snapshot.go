@@ -73,8 +73,11 @@ type PerSecond struct {
 
 // Series is the decisions of one (domain, rule).
 type Series struct {
-	Domain    string    `json:"domain"`
+	Domain string `json:"domain"`
+	// Rule is the rule's label, its path; Name the name its file gives
+	// it, if any (Options.RuleName).
 	Rule      string    `json:"rule"`
+	Name      string    `json:"name,omitempty"`
 	Totals    Counts    `json:"totals"`
 	Rates     Rates     `json:"rates"`
 	PerSecond PerSecond `json:"per_second"`
@@ -127,6 +130,7 @@ type ErrorStats struct {
 type TopKey struct {
 	Domain string `json:"domain"`
 	Rule   string `json:"rule"`
+	Name   string `json:"name,omitempty"` // as Series.Name
 	Key    string `json:"key"`
 	Count  uint64 `json:"count"`
 	Error  uint64 `json:"error"`

@@ -105,7 +105,7 @@ func TestDecideAllocs(t *testing.T) {
 			planSink = newPlanOf(n)
 			for i := range n {
 				it := item{desc: i}
-				planSink.add(&it)
+				it.req = planSink.add(&it, it.key, it.limit)
 				planSink.items = append(planSink.items, it)
 			}
 		})

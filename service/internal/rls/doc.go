@@ -33,7 +33,10 @@
 // 0 (unset) means 1. A descriptor's own hits_addend of 0 checks without
 // consuming, as in envoyproxy/ratelimit: a Limiter.Peek of a cost of 1,
 // which passes while one more hit fits (envoyproxy/ratelimit passes it
-// until the count is above the limit, one hit later).
+// until the count is above the limit, one hit later). Its status shows the
+// key as it is: limit_remaining is what is left, as envoyproxy/ratelimit
+// shows it, and duration_until_reset when the key is whole again (a fixed
+// window's end, even for a fresh key, as envoyproxy/ratelimit says).
 //
 // Hits are counted one of two ways, chosen per descriptor by the counting
 // of its rule, else of its file, else Options.Counting (config.Counting):
@@ -132,7 +135,7 @@
 // is decided and counted but never denies: its status is OK, with the
 // limit_remaining it has, its denials show as the ShadowDenied outcome, and
 // it has no header field. It counts as if it alone were added to the
-// enforced limits, as httplimit's shadow rules do (internal/shadow): what it
+// enforced limits, as httplimit's shadow rules do (package shadow): what it
 // denies is what enforcing it would deny, whatever other shadow limits say.
 //
 // # Reset

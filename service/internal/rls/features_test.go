@@ -120,7 +120,7 @@ func TestCounting(t *testing.T) {
 				left -= cost
 			}
 			want := pb.RateLimitResponse_OK
-			wantRem := uint32(max(0, left-1)) // a check takes one token, or tells what is left
+			wantRem := uint32(max(0, left)) // a check tells what is left
 			if left < 1 {
 				want, wantRem = pb.RateLimitResponse_OVER_LIMIT, 0
 			}
@@ -141,8 +141,8 @@ func TestCounting(t *testing.T) {
 	}
 	f.clock.Advance(30 * time.Second)
 	resp := f.do(request("tokens", withHits(desc("ip", "i"), 0), withHits(desc("user", "u"), 0)))
-	if got := remaining(resp); got[0] != 999 || got[1] != 99 {
-		t.Errorf("mixed, then checks 30 s later: %v left, want [999 99]: the admission beside the denied debit took nothing, the debit of 400 was counted", got)
+	if got := remaining(resp); got[0] != 1000 || got[1] != 100 {
+		t.Errorf("mixed, then checks 30 s later: %v left, want [1000 100]: the admission beside the denied debit took nothing, the debit of 400 was counted", got)
 	}
 
 	// A deny-all rule denies the request before the limiter is asked: the
@@ -153,8 +153,8 @@ func TestCounting(t *testing.T) {
 	if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].Code != pb.RateLimitResponse_OK || resp.Statuses[1].LimitRemaining != 400 {
 		t.Fatalf("a debit beside a deny-all rule: %v", resp)
 	}
-	if got := remaining(f.do(request("tokens", withHits(desc("user", "u"), 0)))); got[0] != 399 {
-		t.Errorf("after a debit of 600 beside a deny-all rule, a check finds %d left, want 399", got[0])
+	if got := remaining(f.do(request("tokens", withHits(desc("user", "u"), 0)))); got[0] != 400 {
+		t.Errorf("after a debit of 600 beside a deny-all rule, a check finds %d left, want 400", got[0])
 	}
 
 	if _, err := New(Options{Limiter: f.store, Counting: config.CountingDebit + 1}); err == nil {

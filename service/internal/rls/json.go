@@ -22,16 +22,16 @@ const DefaultMaxBodyBytes = 1 << 20
 // RateLimitResponse, both in protojson, with status 200 when the overall
 // code is OK and 429 when it is OVER_LIMIT.
 //
-// The body must be sent as Content-Type application/json (parameters such
-// as charset=utf-8 allowed; the body is read as UTF-8 whatever they say).
-// A browser sends a cross-site POST without asking the server first only
-// with text/plain, a form or no type, so a page on another site cannot make
-// a visitor's browser spend the visitor's limits here.
+// The body is read as UTF-8 JSON whatever its Content-Type, so that
+// curl -d (a form's type) works. A browser's cross-site POST can carry JSON
+// under a form's type too: refusing those is the server's job, which puts
+// every route behind a cross-origin check.
 //
 // Errors are RFC 9457 problem details (application/problem+json): 400 for a
 // malformed body or a request [Service.Decide] refuses, 413 for a body
 // above maxBody bytes (DefaultMaxBodyBytes when maxBody <= 0), 415 for a
-// body not sent as application/json, 405 for a method other than POST, 503
+// body that is not a RateLimitRequest and was not sent as
+// application/json, 405 for a method other than POST, 503
 // before the first configuration or when the limiter is closed, 500 when
 // the limiter fails. A refused request consumes nothing.
 func (s *Service) JSONHandler(maxBody int64) http.Handler {
@@ -42,10 +42,6 @@ func (s *Service) JSONHandler(maxBody int64) http.Handler {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			WriteProblem(w, http.StatusMethodNotAllowed, "POST a RateLimitRequest in JSON")
-			return
-		}
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			WriteProblem(w, http.StatusUnsupportedMediaType, "send the RateLimitRequest as Content-Type: application/json")
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -64,6 +60,10 @@ func (s *Service) JSONHandler(maxBody int64) http.Handler {
 		}
 		var req pb.RateLimitRequest
 		if err := protojson.Unmarshal(body, &req); err != nil {
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+				WriteProblem(w, http.StatusUnsupportedMediaType, "send a RateLimitRequest in JSON, as Content-Type: application/json")
+				return
+			}
 			WriteProblem(w, http.StatusBadRequest, "malformed RateLimitRequest: "+err.Error())
 			return
 		}

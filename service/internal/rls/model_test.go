@@ -1,13 +1,16 @@
 package rls
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -120,22 +123,60 @@ func modelMatch(k, v string) (*modelRule, string) {
 type modelItem struct {
 	desc    int
 	key     string
-	rule    *modelRule
+	limit   int64
+	key2    string // under no-raise, the rule's own key beside an override's; or ""
+	limit2  int64
+	denyAll bool
 	cost    int64 // 0: a check
 	role    int   // 0 enforced, 1 quota, 2 shadow
 	debit   bool
 	allowed bool
+	left    int64 // a check's: what is left before the request
+}
+
+// modelPeriods are the periods of the units the model's overrides use.
+var modelPeriods = map[typepb.RateLimitUnit]time.Duration{
+	typepb.RateLimitUnit_MINUTE: time.Minute, typepb.RateLimitUnit_HOUR: time.Hour, typepb.RateLimitUnit_DAY: 24 * time.Hour,
+}
+
+// modelOverride reads the limit override o of a descriptor k=v that
+// matched r (nil if none): its count, and the key of its state. An
+// override of a limited rule is counted by the rule's algorithm, so with
+// the rules' period (an hour) it shares the state of the descriptor's
+// own key; otherwise its state is its own. raises reports whether it
+// raises r (more at once, or a higher rate).
+func modelOverride(o *rlpb.RateLimitDescriptor_RateLimitOverride, r *modelRule, k, v string) (count int64, key string, raises bool) {
+	period := modelPeriods[o.Unit]
+	if o.UnitMultiplier != nil {
+		period *= time.Duration(o.UnitMultiplier.Value)
+	}
+	count, key = int64(o.RequestsPerUnit), k+"="+v
+	limited := r != nil && !r.unlimited
+	if !limited {
+		key += "/default/" + period.String()
+	} else if period != time.Hour {
+		key += "/" + period.String()
+	}
+	if limited {
+		raises = r.denyAll || count > r.limit || count*int64(time.Hour) > r.limit*int64(period)
+	}
+	return count, key, raises
 }
 
 // modelDecide answers a request as the package documentation says, on
 // counts, and updates them: it returns the overall code and each status.
-func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, reqHits uint32, quotaMode, shadowAll bool) (bool, []bool) {
+// checks holds, by descriptor, what a check (hits_addend 0) has left
+// (limit_remaining), or -1. A request with an override the policy
+// refuses is an error (ok false),
+// which counts nothing. Under no-raise, an override of a limited rule not
+// in shadow mode is decided with the rule's own limit: both must admit.
+func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, reqHits uint32, quotaMode, shadowAll, noRaise bool) (allowed bool, statuses []bool, checks []int64, ok bool) {
 	replaced := map[string]bool{}
 	rules := make([]*modelRule, len(descs))
 	keys := make([]string, len(descs))
 	for i, d := range descs {
 		rules[i], keys[i] = modelMatch(d.Entries[0].Key, d.Entries[0].Value)
-		if rules[i] != nil && rules[i].replaces != "" {
+		if rules[i] != nil && rules[i].replaces != "" && d.Limit == nil {
 			replaced[rules[i].replaces] = true
 		}
 	}
@@ -143,26 +184,48 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 	quotaFree := false
 	for i, d := range descs {
 		r := rules[i]
-		if r == nil || (!r.unlimited && r.name != "" && replaced[r.name]) {
+		if d.Limit == nil && (r == nil || (!r.unlimited && r.name != "" && replaced[r.name])) {
 			quotaFree = quotaFree || quotaMode
 			continue
 		}
-		if r.unlimited {
+		if d.Limit == nil && r.unlimited {
 			continue
 		}
 		cost := int64(max(1, reqHits))
 		if d.HitsAddend != nil {
 			cost = int64(d.HitsAddend.Value)
 		}
-		role := 0
-		switch {
-		case r.shadow || shadowAll:
-			role = 2
-		case r.quota || quotaMode:
-			role = 1
+		counting := "auto" // the service's: an override matching no limited rule
+		if r != nil && !r.unlimited {
+			counting = r.counting
 		}
-		debit := cost > 0 && (r.counting == "debit" || r.counting == "auto" && d.HitsAddend != nil)
-		items = append(items, &modelItem{desc: i, key: keys[i], rule: r, cost: cost, role: role, debit: debit})
+		debit := cost > 0 && (counting == "debit" || counting == "auto" && d.HitsAddend != nil)
+		it := &modelItem{desc: i, cost: cost, debit: debit}
+		if d.Limit != nil {
+			count, key, raises := modelOverride(d.Limit, r, d.Entries[0].Key, d.Entries[0].Value)
+			if noRaise && raises {
+				return false, nil, nil, false
+			}
+			it.key, it.limit = key, count
+			if noRaise && r != nil && !r.unlimited && !r.shadow && key != keys[i] {
+				it.key2, it.limit2 = keys[i], r.limit
+			}
+			switch {
+			case shadowAll:
+				it.role = 2
+			case quotaMode:
+				it.role = 1
+			}
+		} else {
+			it.key, it.limit, it.denyAll = keys[i], r.limit, r.denyAll
+			switch {
+			case r.shadow || shadowAll:
+				it.role = 2
+			case r.quota || quotaMode:
+				it.role = 1
+			}
+		}
+		items = append(items, it)
 	}
 	fits := func(key string, limit, cost int64) bool { return counts[key]+cost <= limit }
 	// Checks and deny-alls first.
@@ -170,10 +233,14 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 	for _, it := range items {
 		anyQuota = anyQuota || it.role == 1
 		switch {
-		case it.rule.denyAll:
+		case it.denyAll:
 			it.allowed = false
 		case it.cost == 0:
-			it.allowed = fits(it.key, it.rule.limit, 1)
+			it.allowed = fits(it.key, it.limit, 1) && (it.key2 == "" || fits(it.key2, it.limit2, 1))
+			it.left = max(0, it.limit-counts[it.key])
+			if it.key2 != "" {
+				it.left = min(it.left, max(0, it.limit2-counts[it.key2]))
+			}
 		default:
 			if it.role == 1 {
 				consumingQuotas++
@@ -198,20 +265,27 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 	}
 	var groups []*group
 	byKey := map[string]*group{}
-	for _, it := range items {
-		if it.rule.denyAll || it.cost == 0 {
-			continue
-		}
-		g := byKey[it.key]
+	add := func(it *modelItem, key string, limit int64) {
+		g := byKey[key]
 		if g == nil {
-			g = &group{key: it.key, limit: it.rule.limit, role: it.role}
-			byKey[it.key] = g
+			g = &group{key: key, limit: limit, role: it.role}
+			byKey[key] = g
 			groups = append(groups, g)
 		}
 		g.cost += it.cost
+		g.limit = min(g.limit, limit) // the tighter limit of one state
 		g.role = min(g.role, it.role)
 		g.debit = g.debit || it.debit
 		g.items = append(g.items, it)
+	}
+	for _, it := range items {
+		if it.denyAll || it.cost == 0 {
+			continue
+		}
+		add(it, it.key, it.limit)
+		if it.key2 != "" {
+			add(it, it.key2, it.limit2)
+		}
 	}
 	if quotaRoom {
 		for _, g := range groups {
@@ -223,10 +297,14 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 	denied := enforcedDenied || (anyQuota && !quotaRoom && consumingQuotas == 0)
 	fitsNow := map[*group]bool{}
 	for _, g := range groups {
-		ok := fits(g.key, g.limit, g.cost)
-		fitsNow[g] = ok
+		fitsNow[g] = fits(g.key, g.limit, g.cost)
 		for _, it := range g.items {
-			it.allowed = ok
+			it.allowed = true
+		}
+	}
+	for _, g := range groups {
+		for _, it := range g.items {
+			it.allowed = it.allowed && fitsNow[g]
 		}
 	}
 	if !denied {
@@ -251,14 +329,17 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 			counts[g.key] += g.cost
 		}
 	}
-	statuses := make([]bool, len(descs))
+	statuses, checks = make([]bool, len(descs)), make([]int64, len(descs))
 	for i := range statuses {
-		statuses[i] = true
+		statuses[i], checks[i] = true, -1
 	}
 	for _, it := range items {
 		statuses[it.desc] = it.allowed || it.role == 2
+		if it.cost == 0 {
+			checks[it.desc] = it.left
+		}
 	}
-	return !denied, statuses
+	return !denied, statuses, checks, true
 }
 
 // TestModelDecisions compares the service's answers with modelDecide's, a
@@ -270,8 +351,12 @@ func TestModelDecisions(t *testing.T) {
 		{"d", "x"}, {"u", "x"}, {"r", "x"}, {"w", "x"}, {"w", "xz"}, {"w", "y"}, {"s", "x"}, {"s", "xz"}, {"sq", "x"}, {"z", "x"}, {"s", "x*"}, {"w", "x*"}, {"k", "x"}, {"k", "y"}, {"ks", "x"}, {"kq", "x"}, {"au", "x"}}
 	for seed := range uint64(3000) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		quotaMode, shadowAll := seed%3 == 1, seed%5 == 4
-		f := newFixture(t, Options{QuotaMode: quotaMode, Shadow: shadowAll})
+		quotaMode, shadowAll, noRaise := seed%3 == 1, seed%5 == 4, seed%4 < 2
+		policy := OverridesAllow
+		if noRaise {
+			policy = OverridesNoRaise
+		}
+		f := newFixture(t, Options{QuotaMode: quotaMode, Shadow: shadowAll, Overrides: policy})
 		f.svc.SetConfig(parsed(t, modelRules))
 		counts := map[string]int64{}
 		var log []string
@@ -287,6 +372,10 @@ func TestModelDecisions(t *testing.T) {
 				case x <= 2:
 					d.HitsAddend = wrapperspb.UInt64(uint64(1 + rng.IntN(3)))
 				}
+				if rng.IntN(5) == 0 {
+					units := []typepb.RateLimitUnit{typepb.RateLimitUnit_MINUTE, typepb.RateLimitUnit_HOUR, typepb.RateLimitUnit_DAY}
+					withOverride(d, uint32(1+rng.IntN(4)), units[rng.IntN(len(units))], uint32(rng.IntN(3)))
+				}
 				descs = append(descs, d)
 			}
 			reqHits := uint32(rng.IntN(3))
@@ -298,25 +387,37 @@ func TestModelDecisions(t *testing.T) {
 				if d.HitsAddend != nil {
 					fmt.Fprintf(&b, "(+%d)", d.HitsAddend.Value)
 				}
+				if o := d.Limit; o != nil {
+					fmt.Fprintf(&b, "[%d/%s x%d]", o.RequestsPerUnit, o.Unit, o.UnitMultiplier.GetValue())
+				}
 			}
 			log = append(log, b.String())
-			wantOK, wantSt := modelDecide(counts, descs, reqHits, quotaMode, shadowAll)
-			resp := f.do(req)
-			got := sig(resp)
-			want := "O:"
-			if !wantOK {
-				want = "X:"
+			wantOK, wantSt, wantLeft, valid := modelDecide(counts, descs, reqHits, quotaMode, shadowAll, noRaise)
+			got, want := "error", "error"
+			if resp, err := f.svc.ShouldRateLimit(context.Background(), req); err == nil {
+				got = sig(resp)
+				for i, left := range wantLeft {
+					if r := resp.Statuses[i].LimitRemaining; valid && left >= 0 && int64(r) != left {
+						got += fmt.Sprintf(" (check %d: %d left)", i, r)
+					}
+				}
 			}
-			for _, ok := range wantSt {
-				if ok {
-					want += "O"
-				} else {
-					want += "X"
+			if valid {
+				want = "O:"
+				if !wantOK {
+					want = "X:"
+				}
+				for _, ok := range wantSt {
+					if ok {
+						want += "O"
+					} else {
+						want += "X"
+					}
 				}
 			}
 			if got != want {
-				t.Fatalf("seed %d (quota mode %t, shadow %t) step %d: got %s, want %s\nrequests:\n  %s\ncounts after (model): %v",
-					seed, quotaMode, shadowAll, step, got, want, strings.Join(log, "\n  "), counts)
+				t.Fatalf("seed %d (quota mode %t, shadow %t, overrides %s) step %d: got %s, want %s\nrequests:\n  %s\ncounts after (model): %v",
+					seed, quotaMode, shadowAll, policy, step, got, want, strings.Join(log, "\n  "), counts)
 			}
 		}
 	}

@@ -32,6 +32,12 @@ const (
 	// (a token bucket's burst), and its rate (count per period) at most the
 	// rule's. An override matching no rule, or an unlimited rule, lowers
 	// nothing and is taken; one matching a deny-all rule is refused.
+	//
+	// The rule's own limit is decided with the override, and both count
+	// what they admit. Another period or key is another state, which would
+	// start full; with both decided, the override never admits more than
+	// the rule alone would. A rule in shadow mode admits all, so it is not
+	// decided with the override.
 	OverridesNoRaise
 	// OverridesRefuse refuses every override.
 	OverridesRefuse
@@ -93,6 +99,17 @@ func (s *Service) checkOverrideRule(lim redlimit.Limit, rule *config.Rule, i int
 			ErrInvalidRequest, what(), rule.Path, rule.Limit.Count, rule.Limit.Period)
 	}
 	return nil
+}
+
+// keepRule has it, an override of rule, decided together with the rule's
+// own limit on ruleKey, under OverridesNoRaise: unless the override uses
+// the rule's own state, whose limit it lowers, or the rule never denies.
+func (s *Service) keepRule(it *item, rule *config.Rule, ruleKey string) {
+	if s.opts.Overrides != OverridesNoRaise || rule == nil || rule.Unlimited || rule.Shadow ||
+		rule.Limit.StateID(ruleKey) == it.limit.StateID(it.key) {
+		return
+	}
+	it.ruleKey, it.ruleLimit = ruleKey, rule.Limit
 }
 
 // raises reports whether the override o admits more than the rule's limit

@@ -230,3 +230,61 @@ func TestParseOverridePolicy(t *testing.T) {
 		}
 	}
 }
+
+// Under no-raise, an override of another period (or of a rule whose
+// threshold is shared) may not start from a full allowance of its own: the
+// rule's own limit is decided with it. Without that, a spent 3/min rule
+// admitted 3 more through each of five longer periods.
+func TestNoRaiseOverridePeriods(t *testing.T) {
+	t.Parallel()
+	d := apiDomain()
+	shared := rule("api.tenant", "per_tenant", redlimit.PerMinute(3).FixedWindow(), "minute")
+	d.Descriptors = append(d.Descriptors, &config.Descriptor{Key: "tenant", Value: "t*", ShareThreshold: true, Rule: shared})
+	f := newFixture(t, Options{Overrides: OverridesNoRaise}, d)
+	ip := func(n uint32, u typepb.RateLimitUnit, mult uint32) *pb.RateLimitRequest {
+		return request("api", withOverride(desc("remote_address", "1.2.3.4"), n, u, mult))
+	}
+	for range 3 {
+		if got := sig(f.do(request("api", desc("remote_address", "1.2.3.4")))); got != "O:O" {
+			t.Fatalf("the rule's own 3: %s", got)
+		}
+	}
+	for _, c := range []struct {
+		unit typepb.RateLimitUnit
+		mult uint32
+	}{{typepb.RateLimitUnit_HOUR, 0}, {typepb.RateLimitUnit_DAY, 0}, {typepb.RateLimitUnit_MONTH, 0},
+		{typepb.RateLimitUnit_YEAR, 0}, {typepb.RateLimitUnit_MINUTE, 2}, {typepb.RateLimitUnit_MINUTE, 0}} {
+		if got := sig(f.do(ip(3, c.unit, c.mult))); got != "X:X" {
+			t.Errorf("override 3 per %s x%d on a spent 3/min rule: %s, want X:X", c.unit, c.mult, got)
+		}
+	}
+	// Another client, on its own: the override still holds it to 2 a day.
+	for i, want := range []string{"O:O", "O:O", "X:X"} {
+		if got := sig(f.do(request("api", withOverride(desc("remote_address", "5.6.7.8"), 2, typepb.RateLimitUnit_DAY, 0)))); got != want {
+			t.Errorf("override 2/day, request %d: %s, want %s", i, got, want)
+		}
+	}
+	// Each such override is two limits of one decision, which takes at most
+	// redlimit.MaxRequests: beyond, the request is refused, not failed.
+	for _, c := range []struct {
+		n    int
+		want error
+	}{{redlimit.MaxRequests / 2, nil}, {redlimit.MaxRequests/2 + 1, ErrInvalidRequest}} {
+		var descs []*rlpb.RateLimitDescriptor
+		for i := range c.n {
+			descs = append(descs, withOverride(desc("remote_address", fmt.Sprint("9.9.9.", i)), 1, typepb.RateLimitUnit_HOUR, 0))
+		}
+		if _, err := f.svc.Decide(context.Background(), request("api", descs...)); !errors.Is(err, c.want) {
+			t.Errorf("%d overrides: %v, want %v", c.n, err, c.want)
+		}
+	}
+	// A shared threshold: t1 and t2 share 3/min; overrides of each value
+	// of the same period do not make it 3 each.
+	for i, want := range []string{"O:O", "O:O", "O:O", "X:X", "X:X"} {
+		tenant := fmt.Sprint("t", i%2+1)
+		r := request("api", withOverride(desc("tenant", tenant), 3, typepb.RateLimitUnit_MINUTE, 0))
+		if got := sig(f.do(r)); got != want {
+			t.Errorf("shared threshold, %s, request %d: %s, want %s", tenant, i, got, want)
+		}
+	}
+}

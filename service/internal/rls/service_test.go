@@ -19,7 +19,10 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/ratelimitfield"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/redlimittest"
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
@@ -260,8 +263,8 @@ func TestHitsAddend(t *testing.T) {
 	}
 	// Explicitly 0: checked, not consumed.
 	for range 3 {
-		if resp := f.do(request("api", withHits(user(), 0))); sig(resp) != "O:O" || remaining(resp)[0] != 0 {
-			t.Fatalf("hits_addend 0 with 1 left: %s %v, want OK showing 0 after one more", sig(resp), remaining(resp))
+		if resp := f.do(request("api", withHits(user(), 0))); sig(resp) != "O:O" || remaining(resp)[0] != 1 {
+			t.Fatalf("hits_addend 0 with 1 left: %s %v, want OK showing the 1 left", sig(resp), remaining(resp))
 		}
 	}
 	// A cost above what is left is denied and consumes nothing.
@@ -679,4 +682,60 @@ func TestHotSwap(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	close(stop)
 	wg.Wait()
+}
+
+// A check (hits_addend 0) reports the key as it is, not after a hit: what
+// is left and when it is whole again. A fresh key's fixed window resets at
+// the window's end, as envoyproxy/ratelimit reports every key; a fresh key
+// of the other algorithms is already whole.
+// It runs on the memory store and on Redis, on one clock.
+func TestCheckReportsWhatIsLeft(t *testing.T) {
+	t.Parallel()
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		checkReportsWhatIsLeft(t, newFixture(t, Options{Counting: config.CountingAdmission}))
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		srv := redistest.Start(t)
+		clock := redlimittest.NewClock(redlimittest.T0)
+		store, err := redisstore.Open(context.Background(), "redis://"+srv.Addr(), redisstore.WithClock(clock.Now))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		f := newFixture(t, Options{Counting: config.CountingAdmission, Limiter: store})
+		f.clock = clock
+		checkReportsWhatIsLeft(t, f)
+	})
+}
+
+func checkReportsWhatIsLeft(t *testing.T, f *fixture) {
+	perMinute := redlimit.PerMinute(1000)
+	f.svc.SetConfig(mustConfig(t, domain("chk",
+		node("fw", "", rule("chk.fw", "", perMinute.FixedWindow(), "minute")),
+		node("tb", "", rule("chk.tb", "", perMinute.TokenBucket(1000), "minute")),
+		node("sw", "", rule("chk.sw", "", perMinute, "minute")),
+		node("sl", "", rule("chk.sl", "", perMinute.SlidingLog(), "minute")),
+	)))
+	f.clock.Advance(17 * time.Second)
+	windowEnd := time.Minute - time.Duration(f.clock.Now().UnixNano())%time.Minute
+	for _, c := range []struct {
+		key       string
+		freshWant time.Duration
+	}{{"fw", windowEnd}, {"tb", 0}, {"sw", 0}, {"sl", 0}} {
+		check := func() *pb.RateLimitResponse { return f.do(request("chk", withHits(desc(c.key, "v"), 0))) }
+		st := check().Statuses[0]
+		if st.Code != pb.RateLimitResponse_OK || st.LimitRemaining != 1000 || st.DurationUntilReset.AsDuration() != c.freshWant {
+			t.Errorf("%s, fresh key: %s, remaining %d, reset %s; want OK, 1000, %s",
+				c.key, st.Code, st.LimitRemaining, st.DurationUntilReset.AsDuration(), c.freshWant)
+		}
+		spent := f.do(request("chk", withHits(desc(c.key, "v"), 10))).Statuses[0]
+		st = check().Statuses[0]
+		if st.Code != pb.RateLimitResponse_OK || st.LimitRemaining != 990 ||
+			st.DurationUntilReset.AsDuration() != spent.DurationUntilReset.AsDuration() {
+			t.Errorf("%s, 10 of 1000 spent: %s, remaining %d, reset %s; want OK, 990, %s (as the spending answer said)",
+				c.key, st.Code, st.LimitRemaining, st.DurationUntilReset.AsDuration(), spent.DurationUntilReset.AsDuration())
+		}
+	}
 }

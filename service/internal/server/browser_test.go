@@ -39,7 +39,7 @@ var browserRules = map[string]string{
 	"api.yaml": `domain: api
 descriptors:
   - key: remote_address
-    rate_limit: {unit: second, requests_per_unit: 10}
+    rate_limit: {name: per_ip, unit: second, requests_per_unit: 10}
     descriptors:
       - key: path
         value: /login
@@ -96,6 +96,7 @@ func TestDashboardBrowser(t *testing.T) {
 	for _, p := range []struct{ sel, want string }{
 		{"#series-table tbody", "api.remote_address.path_/login"},
 		{"#series-table tbody", "auth.client_id"},
+		{"#series-table tbody", "per_ip"}, // api.remote_address, by its name
 		{"#top-keys tbody", "remote_address=10.0.0."},
 		{"#top-keys tbody", "user=user-"},
 		{"#rules", "api.user"},

@@ -9,6 +9,7 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/service/internal/config"
 	"github.com/redlimit/redlimit/service/internal/dashboard"
 	"github.com/redlimit/redlimit/service/internal/rls"
 )
@@ -84,6 +85,31 @@ func policyAnswered(src redlimit.Source) error {
 	return nil
 }
 
+// ruleNames are the names the rule files give their rules, by domain and
+// path, for the dashboard: built again when the configuration changes.
+type ruleNames struct {
+	mu    sync.Mutex
+	cfg   *config.Config
+	names map[[2]string]string
+}
+
+// lookup returns the dashboard's RuleName on the configuration current returns.
+func (n *ruleNames) lookup(current func() *config.Config) func(domain, rule string) string {
+	return func(domain, rule string) string {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if cfg := current(); cfg != n.cfg {
+			n.cfg, n.names = cfg, make(map[[2]string]string)
+			for _, r := range cfg.Rules() {
+				if r.Name != "" {
+					n.names[[2]string{r.Domain, r.Path}] = r.Name
+				}
+			}
+		}
+		return n.names[[2]string{domain, rule}]
+	}
+}
+
 // newDashboard makes the recorder the service feeds. breaker reports the
 // circuit breaker's state, on Redis; on memory there is none (nil), and
 // the page says "n/a".
@@ -101,6 +127,7 @@ func (s *Server) newDashboard(breaker func() string) {
 func (s *Server) dashboardHandler() http.Handler {
 	return dashboard.Handler(s.recorder, dashboard.Options{
 		Rules:    func() any { return s.rulesView() },
+		RuleName: s.ruleNames.lookup(s.svc.Config),
 		JSONPath: "/json",
 		Done:     s.dashDone,
 	})

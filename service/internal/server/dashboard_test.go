@@ -234,3 +234,43 @@ func TestDashboardStreamEndsAtShutdown(t *testing.T) {
 		t.Errorf("requests cut off at the shutdown:\n%s", logs)
 	}
 }
+
+// Issue 27: the dashboard labelled a rule by its path (web.ip) though the
+// rule file names it (per_ip). Its series and top keys carry the name,
+// which follows a reload; the path stays, for the metrics' label.
+func TestDashboardRuleNames(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, fmt.Sprintf(ruleFile, 1))
+	r := start(t, Options{ConfigPath: path})
+	names := func() (series, top []string) {
+		t.Helper()
+		var s struct {
+			Series  []struct{ Rule, Name string } `json:"series"`
+			TopKeys []struct{ Rule, Name string } `json:"top_keys"`
+		}
+		_, body := r.getBody(t, "/api/stats")
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatalf("/api/stats: %v\n%s", err, body)
+		}
+		for _, v := range s.Series {
+			series = append(series, v.Rule+" "+v.Name)
+		}
+		for _, v := range s.TopKeys {
+			top = append(top, v.Rule+" "+v.Name)
+		}
+		return series, top
+	}
+	r.decide(t, "ip", "1.1.1.1")
+	r.decide(t, "ip", "1.1.1.1") // denied: a top key
+	if series, top := names(); !reflect.DeepEqual(series, []string{"web.ip per_ip"}) || !reflect.DeepEqual(top, []string{"web.ip per_ip"}) {
+		t.Errorf("series %q, top keys %q; want the path and the name per_ip", series, top)
+	}
+	writeFile(t, path, strings.Replace(fmt.Sprintf(ruleFile, 1), "name: per_ip", "name: per_address", 1))
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if series, _ := names(); !reflect.DeepEqual(series, []string{"web.ip per_address"}) {
+		t.Errorf("after a reload renaming the rule: series %q, want web.ip per_address", series)
+	}
+}

@@ -59,7 +59,7 @@
 //
 // New loads Options.ConfigPath before it binds anything: the service never
 // answers without a configuration. Run watches the path and reloads it
-// when it changes (a ConfigMap's symbolic-link swap included) or on
+// when it changes (a link on the path swapped included: package fswatch) or on
 // [Server.Reload]; a configuration that does not load is logged and
 // counted, and the one in use keeps serving.
 //

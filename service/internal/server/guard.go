@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -47,7 +46,7 @@ type connGuard struct {
 	refused atomic.Int64 // connections closed at once at maxConns
 	shed    atomic.Int64 // connections closed over the budget
 
-	lastLog atomic.Int64 // unix nanoseconds of the last refusal or shedding logged
+	logs throttle // of refusals and shedding
 }
 
 // Costs the guard counts, measured on grpc-go 1.85.
@@ -117,15 +116,11 @@ func (l *guardListener) Accept() (net.Conn, error) {
 	}
 }
 
-// warn logs at most one line a second, so that a flood of refusals does not
-// flood the log; the metrics count every one.
+// warn logs through the guard's throttle.
 func (g *connGuard) warn(msg string, args ...any) {
-	now := time.Now().UnixNano()
-	last := g.lastLog.Load()
-	if now-last < int64(time.Second) || !g.lastLog.CompareAndSwap(last, now) {
-		return
+	if ok, held := g.logs.allow(); ok {
+		g.log.Warn(msg, append(args, "not_logged", held)...)
 	}
-	g.log.Warn(msg, args...)
 }
 
 // overBudget closes the connection that holds the most.

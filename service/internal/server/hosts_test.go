@@ -63,6 +63,8 @@ func TestCrossSiteRequests(t *testing.T) {
 		header []string
 	}{
 		{"text/plain from another Origin", []string{"Content-Type", "text/plain", "Origin", "https://evil.example"}},
+		{"a form from another Origin", []string{"Content-Type", "application/x-www-form-urlencoded", "Origin", "https://evil.example"}},
+		{"a form, Sec-Fetch-Site cross-site", []string{"Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"}},
 		{"JSON from another Origin", []string{"Content-Type", "application/json", "Origin", "https://evil.example"}},
 		{"Sec-Fetch-Site cross-site", []string{"Content-Type", "application/json", "Sec-Fetch-Site", "cross-site"}},
 		{"Sec-Fetch-Site same-site", []string{"Content-Type", "application/json", "Sec-Fetch-Site", "same-site", "Origin", "http://other.localhost:8080"}},
@@ -74,7 +76,7 @@ func TestCrossSiteRequests(t *testing.T) {
 	// get 200, 200, then 429.
 	for i, header := range [][]string{
 		{"Content-Type", "application/json", "Sec-Fetch-Site", "same-origin", "Origin", "http://" + r.HTTPAddr()},
-		{"Content-Type", "application/json"},
+		{"Content-Type", "application/x-www-form-urlencoded"}, // curl -d
 		{"Content-Type", "application/json", "Sec-Fetch-Site", "none"},
 	} {
 		want := []int{200, 200, 429}[i]

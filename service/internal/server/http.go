@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
@@ -74,7 +75,7 @@ func (s *Server) newHTTP() (*http.Server, error) {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(httpErrorLog{s}, "", 0),
 	}
 	if s.recorder != nil {
 		srv.RegisterOnShutdown(s.closeDashboard)

@@ -10,6 +10,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/service/internal/rls"
+	"github.com/redlimit/redlimit/service/internal/version"
 )
 
 // Metrics are the service's Prometheus metrics, on a registry of its own.
@@ -41,8 +42,9 @@ import (
 //	redlimit_tls_reloads_total{result}                    with TLS: loads of the certificate files (the first included)
 //	                                                      by result, success or failure (the one in use kept serving)
 //	redlimit_tls_certificate_not_after_timestamp_seconds  with TLS: when the certificate in use expires
-//	redlimit_tls_handshake_failures_total                 with TLS: gRPC handshakes that failed (no client certificate,
-//	                                                      one of another CA, a client that does not trust ours...)
+//	redlimit_tls_handshake_failures_total                 with TLS: handshakes that failed on either address (no client
+//	                                                      certificate, one of another CA, a client that does not trust ours...)
+//	redlimit_build_info{version,revision,goversion}       1, labelled with the running build (internal/version)
 //
 // and the Go runtime and process collectors.
 type Metrics struct {
@@ -114,10 +116,15 @@ func NewMetrics(reg prometheus.Registerer, breaker func() string) (*Metrics, err
 			Name: "redlimit_tls_certificate_not_after_timestamp_seconds", Help: "When the TLS certificate in use expires.",
 		}, nil),
 		tlsHandshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "redlimit_tls_handshake_failures_total", Help: "gRPC TLS handshakes that failed: a client without a certificate or with one of another CA under mutual TLS, or a client that does not trust the server's.",
+			Name: "redlimit_tls_handshake_failures_total", Help: "TLS handshakes that failed, on the gRPC or the HTTP address: a client without a certificate or with one of another CA under mutual TLS, or a client that does not trust the server's.",
 		}, nil),
 	}
-	cs := []prometheus.Collector{m.requests, m.requestTime, m.decisions, m.bySource, m.backendTime, m.backendErrs,
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "redlimit_build_info", Help: "1, labelled with the version, commit and Go version of the running build.",
+	}, []string{"version", "revision", "goversion"})
+	v := version.Get()
+	build.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	cs := []prometheus.Collector{build, m.requests, m.requestTime, m.decisions, m.bySource, m.backendTime, m.backendErrs,
 		m.reloads, m.lastReload, m.rules, m.tlsReloads, m.tlsNotAfter, m.tlsHandshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 	if breaker != nil {
@@ -214,7 +221,7 @@ func (m *Metrics) TLSLoaded(notAfter time.Time, err error) {
 	m.tlsHandshakes.WithLabelValues()
 }
 
-// TLSHandshakeFailed counts a gRPC TLS handshake that failed.
+// TLSHandshakeFailed counts a TLS handshake that failed.
 func (m *Metrics) TLSHandshakeFailed() { m.tlsHandshakes.WithLabelValues().Inc() }
 
 // registerRefundMetric registers the count of refunds that failed for good

@@ -2,28 +2,29 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/redlimit/redlimit/service/internal/config"
+	"github.com/redlimit/redlimit/service/internal/fswatch"
 )
 
 // Reload loads the configuration path again and, if it loads, makes it the
 // one every new request uses. A configuration that does not load is logged,
 // counted (redlimit_config_reloads_total{result="failure"}) and returned,
 // and the one in use keeps serving. Reload is what SIGHUP and a change of
-// the watched path do; it is safe for concurrent use. A reload in progress
+// the watched path do; it also moves the watches to where the path's links
+// lead now. It is safe for concurrent use. A reload in progress
 // when the server starts shutting down is abandoned: Reload then returns an
 // error at once, and the load, left to finish on its own, changes nothing.
 func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
+	if w := s.watcher.Load(); w != nil {
+		if err := w.Rearm(); err != nil { // a link may have moved unseen
+			s.log.Warn("watching the configuration", "path", s.opts.ConfigPath, "err", err)
+		}
+	}
 	cfg, err := s.load(s.life)
 	if err != nil {
 		if s.life.Err() != nil {
@@ -90,92 +91,21 @@ func domainNames(cfg *config.Config) []string {
 	return names
 }
 
-// watcher reloads the configuration when its path changes. It watches
-// directories, not files, so that it sees every way a file is replaced:
-// written in place, renamed over (editors, atomic writes), or swapped
-// behind a symbolic link (a Kubernetes ConfigMap volume renames its
-// "..data" link to a new directory). It watches the config directory, or
-// the directory holding the config file, and the directory the file's
-// symbolic links lead to; any change there, once Options.ReloadDebounce
-// has passed without another, reloads.
-type watcher struct {
-	s *Server
-	w *fsnotify.Watcher
-}
-
-func (s *Server) newWatcher() (*watcher, error) {
-	fw, err := fsnotify.NewWatcher()
+// watch reloads the configuration when its path changes, until ctx is
+// done (see package fswatch for what it sees).
+func (s *Server) watch(ctx context.Context) (<-chan struct{}, error) {
+	w, err := fswatch.New([]string{s.opts.ConfigPath}, fswatch.Options{Debounce: s.opts.ReloadDebounce, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("server: watching %s: %w", s.opts.ConfigPath, err)
 	}
-	w := &watcher{s: s, w: fw}
-	if err := w.add(); err != nil {
-		fw.Close()
-		return nil, err
-	}
-	return w, nil
-}
-
-// add watches the directories of the config path; they may have changed
-// since the last time, when a link was swapped.
-func (w *watcher) add() error {
-	path := w.s.opts.ConfigPath
-	var dirs []string
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		dirs = append(dirs, path)
-	} else {
-		dirs = append(dirs, filepath.Dir(path))
-	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		if fi, err := os.Stat(real); err == nil && !fi.IsDir() {
-			real = filepath.Dir(real)
-		}
-		dirs = append(dirs, real)
-	}
-	var errs []error
-	for _, d := range dirs {
-		if slices.Contains(w.w.WatchList(), d) {
-			continue
-		}
-		if err := w.w.Add(d); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) == len(dirs) {
-		return fmt.Errorf("server: watching %s: %w", path, errors.Join(errs...))
-	}
-	return nil
-}
-
-// run reloads after changes until ctx is done, then closes the watcher.
-func (w *watcher) run(ctx context.Context) {
-	defer w.w.Close()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			debounce.Stop()
-			return
-		case ev, ok := <-w.w.Events:
-			if !ok {
-				return
-			}
-			if ev.Op == fsnotify.Chmod {
-				continue
-			}
-			debounce.Reset(w.s.opts.ReloadDebounce)
-		case err, ok := <-w.w.Errors:
-			if !ok {
-				return
-			}
-			w.s.log.Warn("watching the configuration", "path", w.s.opts.ConfigPath, "err", err)
-		case <-debounce.C:
-			w.s.log.Info("configuration changed on disk, reloading", "path", w.s.opts.ConfigPath)
-			w.s.Reload()
-			if err := w.add(); err != nil {
-				w.s.log.Warn("watching the configuration", "err", err)
-			}
-		}
-	}
+	s.watcher.Store(w)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, func() {
+			s.log.Info("configuration changed on disk, reloading", "path", s.opts.ConfigPath)
+			s.Reload()
+		})
+	}()
+	return done, nil
 }

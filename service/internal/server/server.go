@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +28,11 @@ import (
 	"github.com/redlimit/redlimit/resilient"
 	"github.com/redlimit/redlimit/service/internal/config"
 	"github.com/redlimit/redlimit/service/internal/dashboard"
+	"github.com/redlimit/redlimit/service/internal/fswatch"
 	"github.com/redlimit/redlimit/service/internal/rls"
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 	"github.com/redlimit/redlimit/service/internal/tracing"
+	"github.com/redlimit/redlimit/service/internal/version"
 )
 
 // Defaults of [Options].
@@ -57,15 +58,6 @@ const probeMaxConnections = 64
 // tracingFlushTimeout bounds the export of the spans still queued when the
 // server closes.
 const tracingFlushTimeout = 5 * time.Second
-
-// version returns the module version of the binary, for the traces'
-// service.version: "(devel)" for a build from a work tree.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.Main.Version
-	}
-	return ""
-}
 
 // Options configure a [Server]. The zero value of each field is its default.
 type Options struct {
@@ -265,6 +257,7 @@ type Server struct {
 	rlsHandler grpc.UnaryHandler
 
 	recorder       *dashboard.Recorder // nil with Options.NoDashboard
+	ruleNames      ruleNames           // the dashboard's rule names
 	dashDone       <-chan struct{}     // ends the dashboard's event streams
 	closeDashboard func()              // closes dashDone, once
 
@@ -290,7 +283,10 @@ type Server struct {
 	// NOT_SERVING, ends its Watch streams (watchEnds).
 	healthDone chan struct{}
 
+	handshakeLogs throttle // of failed TLS handshakes, on both listeners
+
 	reloadMu  sync.Mutex
+	watcher   atomic.Pointer[fswatch.Watcher] // the configuration's, while Run runs
 	closeOnce sync.Once
 	// life ends when the server starts shutting down (or is closed): a
 	// reload then in progress is abandoned.
@@ -337,7 +333,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	}
 	var traceHook func(context.Context, *pb.RateLimitRequest, *pb.RateLimitResponse, error)
 	if s.opts.Tracing || s.opts.TracerProvider != nil {
-		if s.tracing, err = tracing.New(ctx, tracing.Options{Provider: s.opts.TracerProvider, Version: version(), Logger: s.log}); err != nil {
+		if s.tracing, err = tracing.New(ctx, tracing.Options{Provider: s.opts.TracerProvider, Version: version.Get().Version, Logger: s.log}); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
@@ -540,7 +536,8 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.nodes, err = store.Register(ctx, redisstore.RegistryOptions{Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: live-node registry: %w", err)
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem}); err != nil {
+	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
+		BreakerChanged: (&breakerLog{log: s.log}).changed}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", s.nodes.ID(), "live_nodes", s.nodes.Nodes())
@@ -581,11 +578,11 @@ func (s *Server) Run(ctx context.Context) error {
 		bgWG.Wait()
 	}()
 	if s.opts.ConfigPath != "" {
-		w, err := s.newWatcher()
+		done, err := s.watch(bg)
 		if err != nil {
 			return err
 		}
-		bgWG.Go(func() { w.run(bg) })
+		bgWG.Go(func() { <-done })
 	}
 	if s.tls != nil {
 		done, err := s.tls.Watch(bg)

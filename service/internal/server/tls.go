@@ -8,8 +8,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 )
@@ -108,7 +106,7 @@ func (s *Server) grpcTLS(ln net.Listener) (net.Listener, error) {
 
 // httpTLS returns ln serving TLS for HTTP as Options.HTTPTLS says, or ln
 // itself. net/http shakes hands itself (within its ReadHeaderTimeout), and
-// logs a failed handshake.
+// reports a failed handshake to its ErrorLog (httpErrorLog).
 func (s *Server) httpTLS(ln net.Listener) (net.Listener, error) {
 	if s.tls == nil || s.opts.HTTPTLS == HTTPTLSOff {
 		return ln, nil
@@ -154,14 +152,12 @@ func (s *Server) ReloadTLS() error {
 }
 
 // tlsListener serves TLS on the gRPC address, beneath the connection guard,
-// which reads the decrypted frames. A failed handshake is logged (at most
-// one line a second) and counted.
+// which reads the decrypted frames. A failed handshake is counted and
+// logged (handshakeFailed).
 type tlsListener struct {
 	net.Listener
 	cfg *tls.Config
 	s   *Server
-
-	lastLog atomic.Int64 // unix nanoseconds of the last failure logged
 }
 
 // Accept returns the next connection; its handshake is made by its first
@@ -175,15 +171,36 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	return &tlsConn{Conn: tls.Server(c, l.cfg), l: l}, nil
 }
 
-// failed counts and logs a failed handshake.
-func (l *tlsListener) failed(c *tlsConn, err error) {
-	l.s.metrics.TLSHandshakeFailed()
-	now := time.Now().UnixNano()
-	last := l.lastLog.Load()
-	if now-last < int64(time.Second) || !l.lastLog.CompareAndSwap(last, now) {
-		return
+// handshakeFailed counts a failed handshake, and logs it through the one
+// throttle of both listeners.
+func (s *Server) handshakeFailed(listener, remote string, err error) {
+	s.metrics.TLSHandshakeFailed()
+	if ok, held := s.handshakeLogs.allow(); ok {
+		s.log.Warn("TLS handshake failed", "listener", listener, "remote", remote, "err", err, "not_logged", held)
 	}
-	l.s.log.Warn("gRPC TLS handshake failed", "remote", c.RemoteAddr().String(), "err", err)
+}
+
+// httpErrorLog is the HTTP server's ErrorLog: its lines go to the log at
+// Warn, but net/http's line for a failed handshake goes to
+// handshakeFailed, and one for a client that closed before its hello (a
+// TCP check) is dropped, as on gRPC.
+type httpErrorLog struct{ s *Server }
+
+// httpHandshakeError starts net/http's line for a failed handshake.
+const httpHandshakeError = "http: TLS handshake error from "
+
+func (w httpErrorLog) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	rest, ok := strings.CutPrefix(line, httpHandshakeError)
+	if !ok {
+		w.s.log.Warn(line)
+		return len(p), nil
+	}
+	remote, reason, _ := strings.Cut(rest, ": ")
+	if reason != io.EOF.Error() {
+		w.s.handshakeFailed("http", remote, errors.New(reason))
+	}
+	return len(p), nil
 }
 
 // tlsConn is a server TLS connection that reports its failed handshake.
@@ -199,7 +216,7 @@ func (c *tlsConn) handshake() error {
 		// io.EOF: the client closed before its hello, as a TCP check
 		// does; not a failure of TLS.
 		if c.err = c.Conn.Handshake(); c.err != nil && !errors.Is(c.err, io.EOF) {
-			c.l.failed(c, c.err)
+			c.l.s.handshakeFailed("grpc", c.RemoteAddr().String(), c.err)
 		}
 	})
 	return c.err

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlimit/redlimit/service/internal/fswatch"
 )
 
 // DefaultDebounce is Options.Debounce's default.
@@ -54,6 +56,8 @@ type Reloader struct {
 	mu      sync.Mutex // serializes loads and guards configs
 	id      *identity
 	configs []*listenerConfig
+
+	watcher atomic.Pointer[fswatch.Watcher] // set by Watch
 }
 
 // listenerConfig is what one Listener's handshakes use now.
@@ -132,9 +136,16 @@ func (l Listener) build(id *identity) *tls.Config {
 // new handshake uses; files that have not changed since the last load
 // change nothing. Files that do not load are logged, reported to
 // Options.Loaded and returned, and the identity in use keeps serving.
+// After [Reloader.Watch], it also moves the watches to where the files'
+// links lead now.
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if w := r.watcher.Load(); w != nil {
+		if err := w.Rearm(); err != nil { // a link may have moved unseen
+			r.opts.Logger.Warn("watching the TLS files", "cert", r.files.Cert, "err", err)
+		}
+	}
 	id, err := load(r.files, r.opts.Now())
 	if err != nil {
 		if r.opts.Loaded != nil {

@@ -141,13 +141,19 @@
     renderErrors(s.backend_errors);
   }
 
+  // ruleLabel is how the page names a rule: the name its file gives it,
+  // else its path.
+  function ruleLabel(v) {
+    return v.name || v.rule;
+  }
+
   function renderSeries(s) {
     // The selector lists every series; keep the choice across updates.
     const select = $('series-select');
     const ids = s.series.map((v) => v.domain + SEP + v.rule);
     if (select.options.length !== ids.length + 1 || ids.some((id, i) => select.options[i + 1].value !== id)) {
       select.replaceChildren(el('option', 'all rules'), ...s.series.map((v, i) => {
-        const o = el('option', v.domain + ' / ' + v.rule);
+        const o = el('option', v.domain + ' / ' + ruleLabel(v));
         o.value = ids[i];
         return o;
       }));
@@ -166,7 +172,7 @@
 
     const tbody = $('series-table').tBodies[0];
     fillRows(tbody, s.series.map((v) => [
-      v.domain, v.rule, fmtRate(v.rates.allowed), fmtRate(v.rates.denied), fmtRate(v.rates.shadow_denied),
+      v.domain, ruleLabel(v), fmtRate(v.rates.allowed), fmtRate(v.rates.denied), fmtRate(v.rates.shadow_denied),
       pct(v.rates.denied + v.rates.shadow_denied, v.rates.allowed + v.rates.denied + v.rates.shadow_denied) + '%',
       fmtInt(v.totals.allowed), fmtInt(v.totals.denied + v.totals.shadow_denied),
     ]), [2, 3, 4, 5, 6, 7], 'no decisions yet');
@@ -181,7 +187,7 @@
     fillRows($('top-keys').tBodies[0], keys.map((k, i) => {
       const count = el('td', (k.error ? '≈' : '') + fmtInt(k.count), 'num');
       if (k.error) count.title = 'may overestimate by up to ' + fmtInt(k.error);
-      return [i + 1, k.key === '' ? '(empty)' : k.key, k.domain + ' / ' + k.rule, count];
+      return [i + 1, k.key === '' ? '(empty)' : k.key, k.domain + ' / ' + ruleLabel(k), count];
     }), [0], 'no denials in the last minutes');
   }
 
