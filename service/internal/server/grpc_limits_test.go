@@ -163,6 +163,45 @@ func TestGRPCUnreadAnswers(t *testing.T) {
 	stillAnswers(t, r)
 }
 
+// grpc-go bounds the streams of one connection, not of all: 16 connections,
+// each with GRPCMaxStreams streams whose answers are not read, each with 200
+// header fields, held 27 MiB. The guard counts streamCost for each open
+// stream, so GRPCMaxPendingBytes bounds them. (Not parallel: it measures
+// the heap.)
+func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
+	const budget = 4 << 20
+	r := start(t, Options{GRPCMaxPendingBytes: budget})
+	msg := smallRequest(t)
+	var pad []hpack.HeaderField
+	for i := range 200 {
+		pad = append(pad, hpack.HeaderField{Name: fmt.Sprintf("x%d", i), Sensitive: true})
+	}
+	before := liveHeap()
+	var as []*h2Attacker
+	for range 16 {
+		a := dialH2(t, r.GRPCAddr())
+		as = append(as, a)
+		a.write(func() error { return a.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) })
+		for range DefaultGRPCMaxStreams {
+			a.request(a.headers(pad), msg)
+		}
+		a.flush()
+	}
+	waitSteady(t, r, `redlimit_rls_requests_total{answer="ok"}`)
+	grew := liveHeap() - before
+	shed := 0
+	for _, a := range as {
+		if a.ended() {
+			shed++
+		}
+	}
+	t.Logf("%d of %d connections closed; the heap grew by %.1f MiB", shed, len(as), float64(grew)/(1<<20))
+	if grew > 3*budget {
+		t.Fatalf("heap grew by %.1f MiB for streams whose answers are not read, want under %d MiB", float64(grew)/(1<<20), 3*budget>>20)
+	}
+	stillAnswers(t, r)
+}
+
 // Past GRPCMaxPendingBytes, the connection whose streams hold the most is
 // closed, and the others keep being served; the count returns to zero
 // once its streams are gone.
