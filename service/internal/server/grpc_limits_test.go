@@ -77,7 +77,7 @@ func TestGRPCHalfSentStreams(t *testing.T) {
 func TestGRPCTinyFrames(t *testing.T) {
 	const budget = 2 << 20
 	r := start(t, Options{MaxMessageBytes: 64 << 10, GRPCMaxPendingBytes: budget})
-	before := liveHeap()
+	before, cpu := liveHeap(), processCPU()
 	a := dialH2(t, r.GRPCAddr())
 	a.paced = true
 	sent := 0
@@ -88,7 +88,7 @@ func TestGRPCTinyFrames(t *testing.T) {
 		sent += a.fill(id, 64<<10-1, 1, 5*time.Second)
 	}
 	grew := liveHeap() - before
-	t.Logf("sent %d one-byte frames; the heap grew by %.1f MiB", sent, float64(grew)/(1<<20))
+	t.Logf("sent %d one-byte frames; the heap grew by %.1f MiB; %v of CPU (both sides)", sent, float64(grew)/(1<<20), processCPU()-cpu)
 	if grew > 4*budget {
 		t.Fatalf("heap grew by %.0f MiB for %d one-byte frames, want under %d MiB", float64(grew)/(1<<20), sent, 4*budget>>20)
 	}
@@ -176,7 +176,7 @@ func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
 	for i := range 200 {
 		pad = append(pad, hpack.HeaderField{Name: fmt.Sprintf("x%d", i), Sensitive: true})
 	}
-	before := liveHeap()
+	before, cpu := liveHeap(), processCPU()
 	var as []*h2Attacker
 	for range 16 {
 		a := dialH2(t, r.GRPCAddr())
@@ -195,7 +195,7 @@ func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
 			shed++
 		}
 	}
-	t.Logf("%d of %d connections closed; the heap grew by %.1f MiB", shed, len(as), float64(grew)/(1<<20))
+	t.Logf("%d of %d connections closed; the heap grew by %.1f MiB; %v of CPU (both sides)", shed, len(as), float64(grew)/(1<<20), processCPU()-cpu)
 	if grew > 3*budget {
 		t.Fatalf("heap grew by %.1f MiB for streams whose answers are not read, want under %d MiB", float64(grew)/(1<<20), 3*budget>>20)
 	}
