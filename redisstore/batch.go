@@ -15,7 +15,7 @@ import (
 
 // Batch caps: a batch holds at most maxBatch decisions and about
 // maxBatchBytes of keys and arguments, so that one script call cannot hold
-// Redis for long (docs/BENCHMARKS.md measures the worst batch).
+// Redis for long (docs/SECURITY.md measures the worst calls).
 const (
 	maxBatch      = 64
 	maxBatchBytes = 32 << 10
@@ -80,8 +80,8 @@ func (s *Store) ReturnsByContext() bool {
 // while only one is in flight, at once as a second call once early holds.
 // With one call in flight, the server waits while its answer travels back
 // and is handed out and the next call travels to it, and the callers wait
-// while the server runs the call (docs/BENCHMARKS.md, "Two calls in
-// flight"); a second call fills the server's wait. That it waits until half the
+// while the server runs the call (docs/BENCHMARKS.md, "What the design
+// choices buy"); a second call fills the server's wait. That it waits until half the
 // decisions in play are in it keeps it from being a call of a few
 // decisions, which would cost the server more per decision than it saves,
 // and splits a steady load into two even halves that take turns.
