@@ -384,7 +384,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		return nil, err
 	}
 	s.guard = newConnGuard(s.opts.GRPCMaxConnections, s.opts.GRPCMaxPendingBytes, s.log)
-	s.grpcLn = s.guard.listener(ln, s.opts.GRPCMaxStreams)
+	s.grpcLn = s.guard.listener(ln)
 	if err := s.guard.register(s.registry); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
