@@ -251,6 +251,8 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errCallerGone
+	case errors.Is(err, redlimit.ErrKeyState):
+		return err // the key's, not the store's
 	case c.held != nil && c.held.Load():
 		return fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
 	case budget < minBudget && budget < l.timeout && errors.Is(err, context.DeadlineExceeded):
@@ -278,8 +280,8 @@ func putTimer(t *time.Timer) {
 }
 
 // probe makes the call c as the half-open breaker's probe: the store gets
-// Options.Timeout whatever the caller's deadline, and the outcome goes to
-// the breaker (done) when the call ends, or at Options.Timeout. The caller
+// probeTimeout whatever the caller's deadline, and the outcome goes to
+// the breaker (done) when the call ends, or at probeTimeout. The caller
 // waits for it within its budget only, and the failure policy answers
 // after that. So callers with deadlines shorter than the store's timeout
 // (20 ms, as Envoy sends them) do not keep the breaker open against a
@@ -292,8 +294,9 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 			done(err)
 		}
 	}
-	timer := time.AfterFunc(l.timeout, func() { report(fmt.Errorf("%w: probe: no answer within %s", ErrStore, l.timeout)) })
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	timeout := l.probeTimeout()
+	timer := time.AfterFunc(timeout, func() { report(fmt.Errorf("%w: probe: no answer within %s", ErrStore, timeout)) })
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	answer := l.workers.start(pctx, l, c, func(err error) {
 		cancel()
 		timer.Stop()
@@ -319,6 +322,13 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 		return redlimit.Decision{}, fmt.Errorf("%w: probe: no answer within the caller's deadline", ErrStore)
 	}
 }
+
+// probeTimeout is the probe's budget: the longer of Options.Timeout and
+// the cool-down. The probe pays the reconnection a decision does not (a
+// dial, a handshake, the scripts loaded again), which a host starved of
+// CPU makes slower than a decision's timeout. No caller waits for it, and
+// the breaker would stay open for the cool-down anyway.
+func (l *Limiter) probeTimeout() time.Duration { return max(l.timeout, l.coolDown) }
 
 // callerErr is the error of a caller's context that ended.
 func callerErr(ctx context.Context) error {

@@ -300,9 +300,12 @@ func outage(t *testing.T, spec outageSpec) {
 			// outage (Options.Settle), answering by their shares what
 			// those deny. ample always has room: its decisions show
 			// when Redis decides again.
+			// The bound counts from when Redis is back (the lift's
+			// return): a restart on a host starved of CPU is slow by
+			// itself.
 			recovered := firstFromStore(all, lifting, nil)
-			if recovered < 0 || recovered > faultRecovery {
-				t.Errorf("decisions back on Redis %s after the fault was lifted (lifting took %s), want within %s", recovered, up.Sub(lifting), faultRecovery)
+			if recovered < 0 || recovered > up.Sub(lifting)+faultRecovery {
+				t.Errorf("decisions back on Redis %s after the fault was lifted (lifting took %s), want within %s of its end", recovered, up.Sub(lifting), faultRecovery)
 			}
 			t.Logf("first decision from Redis %s after the fault was lifted (lifting took %s)", recovered, up.Sub(lifting))
 			report(t, "outage", "| %s | %s | %s | %d | %d | %d | %d | %d | %d / %d | %d | %s | %s | %s | %d |", spec.kind, callers, pc.name, len(all), len(during),

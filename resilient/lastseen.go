@@ -96,3 +96,13 @@ func (ls *lastSeen) startFrom(ctx context.Context, fb redlimit.Limiter, key stri
 		}
 	}
 }
+
+// fullAt returns when the store last said the state of key and l would be
+// full again (drained), if it said so.
+func (ls *lastSeen) fullAt(key string, l redlimit.Limit) (int64, bool) {
+	sh := ls.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	s, ok := sh.m[l.StateID(key)]
+	return s.drained, ok
+}

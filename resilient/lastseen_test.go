@@ -2,6 +2,7 @@ package resilient
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -39,4 +40,35 @@ func TestLastSeenMemory(t *testing.T) {
 		t.Errorf("%.0f bytes per entry, the doc says about 100", per)
 	}
 	runtime.KeepAlive(ls)
+}
+
+// TestDebtsMemory measures what a state owed costs, as
+// Options.ReconcileSize states it.
+func TestDebtsMemory(t *testing.T) {
+	const n = 100_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%010d", i) // 15 bytes
+	}
+	lim := redlimit.PerMinute(100).TokenBucket(100)
+	var st reconcileStats
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ds := newDebts(2*n, 1<<30, mono{time.Now()}) // room in every shard
+	now := time.Now()
+	for _, k := range keys {
+		ds.add(k, lim, 1, 4, math.MinInt64, now, &st)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if got := ds.n.Load(); got != n {
+		t.Fatalf("%d entries, want %d", got, n)
+	}
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.0f bytes per entry besides the key's 15 bytes (which the caller's key string holds)", per)
+	if per > 400 {
+		t.Errorf("%.0f bytes per entry, the doc says about 200", per)
+	}
+	runtime.KeepAlive(ds)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/resilient"
 )
@@ -108,6 +109,18 @@ func (s *flaky) DebitOnce(ctx context.Context, req redlimit.Request, id string) 
 	return r, counted, err
 }
 
+// seedCount returns how many seeds a randomized test runs: def, short
+// with -short, or REDLIMIT_SEEDS for a longer hunt.
+func seedCount(def, short uint64) uint64 {
+	if n, err := strconv.ParseUint(os.Getenv("REDLIMIT_SEEDS"), 10, 64); err == nil {
+		return n
+	}
+	if testing.Short() {
+		return short
+	}
+	return def
+}
+
 // TestRandomOutagesOneNode: one node, a few keys under a sliding log of an
 // hour (nothing drains during the test), and random steps: the store down
 // for every key, for some keys only (the breaker may stay closed), or up;
@@ -120,14 +133,7 @@ func (s *flaky) DebitOnce(ctx context.Context, req redlimit.Request, id string) 
 func TestRandomOutagesOneNode(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
-	seeds := 40
-	if testing.Short() {
-		seeds = 10
-	}
-	if n, err := strconv.Atoi(os.Getenv("REDLIMIT_SEEDS")); err == nil {
-		seeds = n // a longer hunt
-	}
-	for seed := range uint64(seeds) {
+	for seed := range seedCount(40, 10) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xa77ac4))
 			ctx := context.Background()
@@ -279,5 +285,159 @@ func checkObserved(t *testing.T, rec *recorder, want map[string]int) {
 			return
 		}
 		state = c.to
+	}
+}
+
+// TestRandomOutagesAtTheRate: 2 to 4 nodes share one state of a random
+// algorithm on an injected clock, through random phases: Redis up, down
+// for every node, or cut off from one node alone (a partition), with
+// traffic at one, two or four times the rate; the last phase is at the
+// rate, with Redis up. However they fall:
+//   - within any period, no more is admitted than the algorithm allows,
+//     plus the outage's bounds (docs/RELIABILITY.md, "The 10% target"):
+//     the shares' rounding, a partitioned node's share, stale answers, and
+//     a probe per node;
+//   - once every debt is charged, Redis is no looser than had it counted
+//     every admission when it was made (a token bucket: when no node was
+//     cut off alone; see "What is charged");
+//   - traffic at the rate is admitted at the rate (half of it at least)
+//     once the exact answer admits again and what was charged has left
+//     the windows (a token bucket: a period after).
+func TestRandomOutagesAtTheRate(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	algs := []redlimit.Algorithm{redlimit.SlidingLog, redlimit.FixedWindow, redlimit.SlidingWindow, redlimit.TokenBucket}
+	for seed := range seedCount(16, 4) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(seed, 0x4a7e))
+			n := 2 + rng.IntN(3)
+			s := newSimNodes(t, srv, n)
+			lim := redlimit.PerSecond(int64(4 + rng.IntN(21)))
+			lim.Algorithm = algs[rng.IntN(len(algs))]
+			if lim.Algorithm == redlimit.TokenBucket {
+				lim.Burst = 1 + rng.Int64N(2*lim.Count)
+			}
+			key := fmt.Sprint("k", rng.Uint64())
+			var evs []simEvent
+			var log []string
+			partitioned, cut := false, false
+			phases := 2 + rng.IntN(3)
+			for ph := range phases {
+				if cut {
+					s.cut(nil, false)
+					cut = false
+				}
+				last := ph == phases-1 // an outage, then traffic at the rate
+				what := "up"
+				switch p := rng.IntN(3); {
+				case p == 1 || last && p == 0:
+					s.cut(nil, true)
+					what, cut = "all down", true
+				case p == 2:
+					i := rng.IntN(n)
+					s.cut([]int{i}, true)
+					what, cut, partitioned = fmt.Sprint("node ", i, " down"), true, true
+				}
+				factor := []int{1, 2, 4}[rng.IntN(3)]
+				d := time.Duration(1+rng.IntN(3)) * lim.Period
+				if last {
+					factor, d = 1+rng.IntN(2), time.Duration(2+rng.IntN(6))*lim.Period
+				}
+				log = append(log, fmt.Sprintf("%s %s at %dx", what, d, factor))
+				evs = append(evs, s.run(t, key, lim, d, lim.Period/time.Duration(int64(factor)*lim.Count))...)
+			}
+			s.cut(nil, false)
+			back := time.Duration(s.at.Load())
+
+			// The exact answer: one store that counted every admission
+			// when it was made.
+			ctx := context.Background()
+			var at time.Duration
+			replay, err := memory.New(memory.WithClock(func() time.Time { return s.base.Add(at) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer replay.Close()
+			replayed := 0
+			exactly := func(until time.Duration) redlimit.Result {
+				for ; replayed < len(evs); replayed++ {
+					if e := evs[replayed]; e.allowed {
+						at = e.at
+						if _, err := replay.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: lim, Cost: 1, Debit: true}}); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				at = until
+				r, err := replay.Peek(ctx, key, lim, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			// What the outages admitted above the limit is denied after
+			// them, exactly; then traffic at the rate is admitted at the
+			// rate, once what was charged has left the windows.
+			wait := exactly(back).RetryAfter
+			from := back + wait + lim.Period
+			switch lim.Algorithm {
+			case redlimit.SlidingLog, redlimit.FixedWindow:
+				from += lim.Period
+			case redlimit.SlidingWindow:
+				from += 2 * lim.Period
+			}
+			evs = append(evs, s.run(t, key, lim, from-back+2*lim.Period, lim.Period/time.Duration(lim.Count))...)
+			if !waitFor(10*time.Second, func() bool {
+				for _, l := range s.nodes {
+					if l.Reconciliation().Pending != 0 {
+						return false
+					}
+				}
+				return true
+			}) {
+				t.Fatalf("still owed after 10 s: %s", log)
+			}
+			desc := fmt.Sprintf("%s, %d nodes, %v, exact wait after %s", lim, n, log, wait)
+
+			exact := lim.Count // what the algorithm admits within a period
+			switch lim.Algorithm {
+			case redlimit.FixedWindow, redlimit.SlidingWindow:
+				exact = 2 * lim.Count
+			case redlimit.TokenBucket:
+				exact = lim.Burst + lim.Count
+			}
+			// A node's share, within a period: ceil(Count/N), and a token
+			// bucket's ceil(Burst/N); the nodes' shares' rounding; the
+			// share of a node cut off alone; stale answers and probes.
+			share := (lim.Count + int64(n) - 1) / int64(n)
+			rounding := int64(n)*share - lim.Count
+			if lim.Algorithm == redlimit.TokenBucket {
+				b := (lim.Burst + int64(n) - 1) / int64(n)
+				share += b
+				rounding += int64(n)*b - lim.Burst
+			}
+			bound := int(exact + rounding + share + int64(2*n))
+			if most := maxInWindow(evs, lim.Period); most > bound {
+				t.Errorf("%s: %d admitted within a period, bound %d", desc, most, bound)
+			}
+
+			// Each node's last answer may miss what the others spent
+			// since, one each: up to one in all per node.
+			if want := exactly(time.Duration(s.at.Load())); !partitioned || lim.Algorithm != redlimit.TokenBucket {
+				got, err := s.redis.Peek(ctx, key, lim, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Remaining > want.Remaining+int64(n) {
+					t.Errorf("%s: Redis has %d left, had it counted every admission when made %d", desc, got.Remaining, want.Remaining)
+				}
+			}
+
+			// Half: a sliding window at the rate denies some by itself.
+			if got := admitted(evs, from, from+lim.Period); 2*int64(got) < lim.Count {
+				t.Errorf("%s: %d admitted in a period at the rate from %s after the outages, want about %d", desc, got, from-back, lim.Count)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	mrand "math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -61,12 +62,10 @@ import (
 //
 // The debts are bounded (Options.ReconcileSize states, and CacheBytes):
 // when full, a new state's units are not recorded (counted as dropped),
-// after the entries whose period has passed have been removed from a
-// sample; the states held keep being counted in full. Units are not
-// charged (expired) once the store's state would have drained them, had
-// it counted them at their last (see drained): a period after it for a
-// sliding log or a fixed window, two for a sliding window, and for a token
-// bucket the time its count refills them in, at least a period. A charge
+// after the entries with nothing left to charge have been removed from a
+// sample; the states held keep being counted in full. A charge is of what
+// the store would still hold of the units, had it counted each when this
+// node did (see accrual); the rest is not charged (expired). A charge
 // in doubt expires a period after its last unit: it is not sent again after that, which is
 // within the time the store keeps its id (twice the period for
 // redisstore.Store), so a retry never finds its id forgotten.
@@ -92,6 +91,7 @@ type debt struct {
 	limit redlimit.Limit // the store's limit (not this node's share), as last used
 	units int64          // at most redlimit.MaxCost
 	last  int64          // when the last of units was counted
+	acc   accrual        // what of units the store would still hold
 	doubt *charge        // sent, outcome unknown: to be sent again with its id
 	busy  bool           // a charge of the state is being sent
 	// wait, made by a call that waits for the charge being sent, is
@@ -105,6 +105,7 @@ type charge struct {
 	limit redlimit.Limit
 	units int64
 	last  int64  // when its last unit was counted
+	at    int64  // when it was taken: its units are what was due then
 	id    string // its idempotency id; "" for a store without DebitOnce
 	again bool   // sent before, with an unknown outcome
 }
@@ -117,26 +118,9 @@ const doubtBytes = 128
 // of its id's marker in the store.
 func expired(limit redlimit.Limit, last, now int64) bool { return now-last >= int64(limit.Period) }
 
-// drained reports whether units owed under limit, the last counted at
-// last, would have drained from the store's state by now, had it counted
-// them then: a period for a sliding log or a fixed window, two for a
-// sliding window (the previous window's count weighs until the end of
-// the next), and for a token bucket the time its count takes to refill
-// them, at least a period.
-func drained(limit redlimit.Limit, units, last, now int64) bool {
-	horizon := float64(limit.Period)
-	switch limit.Algorithm {
-	case redlimit.SlidingWindow:
-		horizon *= 2
-	case redlimit.TokenBucket:
-		horizon = max(horizon, horizon*float64(units)/float64(limit.Count))
-	}
-	return float64(now-last) >= horizon
-}
-
 // stale reports whether nothing of d can be charged any more.
 func (d *debt) stale(now int64) bool {
-	return !d.busy && (d.units == 0 || drained(d.limit, d.units, d.last, now)) &&
+	return !d.busy && d.acc.due(d.limit, d.units, d.last, now) == 0 &&
 		(d.doubt == nil || expired(d.doubt.limit, d.doubt.last, now))
 }
 
@@ -170,9 +154,9 @@ type Reconciliation struct {
 	// counted by the store after all: the retry counted nothing.
 	Replayed int64
 	Dropped  int64 // units not recorded: the bound was reached
-	// Expired counts the units not charged, their state having drained
-	// them since their last local unit, or whose charge in doubt was not
-	// sent again: a period passed since its last local unit.
+	// Expired counts the units not charged: those the store's state would
+	// have drained since they were counted here (see accrual), and those
+	// of a charge in doubt not sent again, a period after its last unit.
 	Expired int64
 }
 
@@ -194,13 +178,14 @@ func (l *Limiter) Reconciliation() Reconciliation {
 
 // add records that n units of key under limit (the store's limit) were
 // counted at now by this node alone.
-func (ds *debts) add(key string, limit redlimit.Limit, n int64, now time.Time, st *reconcileStats) {
+func (ds *debts) add(key string, limit redlimit.Limit, n int64, nodes int, full int64, now time.Time, st *reconcileStats) {
 	k := limit.StateID(key)
 	at := ds.mono.ns(now)
 	sh := ds.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if d, ok := sh.m[k]; ok {
+		d.acc.add(limit, nodes, d.units, d.last, n, at, full)
 		d.limit, d.units, d.last = limit, min(redlimit.MaxCost, d.units+n), at
 		sh.m[k] = d
 		return
@@ -221,7 +206,9 @@ func (ds *debts) add(key string, limit redlimit.Limit, n int64, now time.Time, s
 			return
 		}
 	}
-	sh.m[k] = debt{limit: limit, units: min(redlimit.MaxCost, n), last: at}
+	d := debt{limit: limit, units: min(redlimit.MaxCost, n), last: at}
+	d.acc.add(limit, nodes, 0, 0, n, at, full)
+	sh.m[k] = d
 	sh.bytes += size
 	ds.n.Add(1)
 }
@@ -363,10 +350,10 @@ func (ds *debts) takeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt, now
 		sh.bytes -= doubtBytes
 	}
 	if d.units > 0 {
-		if drained(d.limit, d.units, d.last, now) {
-			st.expired.Add(d.units)
-		} else {
-			j.fresh = &charge{key: k.Key, limit: d.limit, units: d.units, last: d.last}
+		due := d.acc.due(d.limit, d.units, d.last, now)
+		st.expired.Add(d.units - due)
+		if due > 0 {
+			j.fresh = &charge{key: k.Key, limit: d.limit, units: due, last: d.last, at: now}
 			if once {
 				j.fresh.id = rand.Text()
 			}
@@ -413,9 +400,12 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 	if c := j.fresh; c != nil {
 		switch {
 		case fresh == unsent:
+			// What was due when it was taken, owed again from then.
+			d.acc.add(c.limit, int(d.acc.nodes), d.units, d.last, c.units, c.at, math.MaxInt64)
 			if d.units == 0 {
-				d.limit, d.last = c.limit, c.last
+				d.limit, d.last = c.limit, c.at
 			}
+			d.last = max(d.last, c.at)
 			d.units = min(redlimit.MaxCost, d.units+c.units)
 		case fresh == inDoubt && c.id != "":
 			// The doubt, if any, was confirmed before fresh was sent.
@@ -435,9 +425,18 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 
 // owe records that this node counted n units of key under limit by itself.
 func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
-	if l.debts != nil {
-		l.debts.add(key, limit, n, l.now(), &l.rstats)
+	if l.debts == nil {
+		return
 	}
+	// Not known: full, as the local fallback takes a state it has not
+	// seen to be.
+	full := int64(math.MinInt64)
+	if l.seen != nil {
+		if at, ok := l.seen.fullAt(key, limit); ok {
+			full = at
+		}
+	}
+	l.debts.add(key, limit, n, l.nodes.Nodes(), full, l.now(), &l.rstats)
 }
 
 // decideOwed makes the call c, which decides the states of owed, some of

@@ -63,7 +63,8 @@ type Options struct {
 	// CoolDown is how long the open breaker sends every decision to the
 	// failure policies before one probe call tries the store again
 	// (default [DefaultCoolDown]). A probe that succeeds closes the breaker.
-	// The probe has Timeout whatever its caller's deadline, and its caller
+	// The probe has the longer of Timeout and CoolDown whatever its
+	// caller's deadline (it pays a reconnection), and its caller
 	// gets the failure policy's answer if its own deadline comes first.
 	CoolDown time.Duration
 	// DenyCacheSize bounds how many denials are remembered in process
@@ -86,7 +87,7 @@ type Options struct {
 	// ReconcileSize bounds how many states (key, algorithm, period) the
 	// Limiter remembers what it counted by itself for while the store
 	// failed, to charge it to the store when it answers again (default
-	// [DefaultReconcileSize]; about 130 bytes plus the key each, and 130
+	// [DefaultReconcileSize]; about 200 bytes plus the key each, and 130
 	// more while a charge of the state is in doubt, within CacheBytes); a
 	// negative size turns reconciliation off. What is
 	// recorded: the admissions the local fallback allowed, and every
@@ -278,7 +279,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			}
 		},
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || errors.Is(err, redlimit.ErrKeyState)
 		},
 	})
 	return l, nil
@@ -397,6 +398,10 @@ func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit boo
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		// The key's own error, not the store's: no policy answers it.
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	if shared != nil {
@@ -696,6 +701,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	switch limit.Failure {
