@@ -53,7 +53,7 @@ import (
 //
 // A Reset of the key after the decision has given the request's cost back
 // already: the reset's tombstone holds a new generation of the key, not
-// the one the admission found (recs, lua/decide.lua), and a
+// the one the admission found (recs, lua/refund.lua), and a
 // [Store.Refund] gives nothing back, whatever the clocks. So does a
 // request whose mark has passed: its state has expired.
 //
@@ -145,7 +145,7 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 // request was decided at, and recsPer values per request: for a token
 // bucket, the given and epoch of the refund record its admission left in
 // the key (lua/token_bucket.lua), 0 and 0 otherwise; then the key's reset
-// generation at the admission (lua/decide.lua).
+// generation at the admission (lua/refund.lua).
 type receipt struct {
 	at, recs []int64
 }

@@ -28,7 +28,7 @@ end
 -- admission in gets a refund record if it has none (token_bucket.lua), and
 -- three more values per limit follow all the others in out: for a token
 -- bucket that counted the admission, its record's given and epoch (0 and
--- 0 for the rest), then the key's reset generation (decide.lua), 0 for
+-- 0 for the rest), then the key's reset generation (refund.lua), 0 for
 -- none or a denial.
 local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
   -- Every limit is checked on the state read; writes[i] keeps what limit
