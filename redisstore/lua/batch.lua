@@ -37,60 +37,23 @@
 -- answers NOTOWNED and has written nothing; the store then decides the
 -- batch again, slot by slot (see redisstore/pernode.go).
 
--- known holds each algorithm's number as text. one holds, by the same,
--- each algorithm's <algorithm>_one, which decides a decision alone on its
--- key; decide_several is decide_limits, and more the functions of the
--- other kinds: each made by the first entry that needs it (a script makes
--- its functions anew at each call: a hot key's batch needs none).
-local known = { ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true }
-local one, decide_several, once_limit, more
-
--- sized returns how many keys an entry of kind kd (not ALLOW or PEEK) of
--- x limits has, and the index in ARGV after its values, which start at j;
--- or nil and an error reply for an unknown kind or algorithm.
-local function sized(kd, x, j)
-  local v0, n, k = j, 7 * x, x
-  if kd == REFUND or kd == GIVEBACK then v0 = j + 1 end
-  if kd == ONCE then
-    x, n, k = 1, 8, 2
-  elseif kd == GIVEBACK then
-    n = 10 * x
-  elseif kd ~= SEVERAL and kd ~= ADMIT and kd ~= RESET and kd ~= REFUND then
-    return nil, redis.error_reply('ERR redlimit: unknown entry kind ' .. tostring(kd))
-  end
-  for l = 0, x - 1 do
-    local a = ARGV[v0 + 7 * l]
-    if not known[a] then
-      return nil, redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
-    end
-  end
-  return k, v0 + n
-end
+-- one holds, by algorithm as text, each algorithm's <algorithm>_one,
+-- which decides a decision alone on its key; several and more are the
+-- entry functions of the other kinds (entry_several.lua, entry_more.lua):
+-- each made by the first entry that needs it (a script makes its
+-- functions anew at each call: a hot key's batch needs none).
+local one, several, more
 
 -- other decides entry kd (not ALLOW or PEEK) of x limits, whose keys
 -- follow keys[k0] and whose values start at ARGV[v], and appends its
 -- values to out.
 local function other(kd, x, keys, k0, v, out)
   if kd == SEVERAL or kd == ADMIT or kd == ONCE then
-    if decide_several == nil then decide_several, once_limit = load_several() end
-    if kd == ONCE then return once_limit(keys, k0, ARGV, v - 1, out) end
-    return decide_several(true, keys, k0, x, ARGV, v - 1, out, kd == ADMIT)
+    if several == nil then several = load_several() end
+    return several(kd, x, keys, k0, v, out)
   end
   if more == nil then more = load_more() end
-  more(kd == RESET, kd == GIVEBACK, keys, k0, x, ARGV, v)
-end
-
--- A lone entry of another kind (AllowAll, Admit, Reset, a refund or
--- DebitOnce alone) is decided at once, without the batch's tables.
-if #ARGV[1] == 3 and ARGV[5] == '' and ARGV[4] == '0' then
-  local kd, x = string.byte(ARGV[1], 1, 2)
-  local k, e = sized(kd, x, 6)
-  if k == nil then return e end
-  local out = { now }
-  local fine, err = pcall(other, kd, x, KEYS, 0, 6, out)
-  if not fine then return { now, 1, key_failure(err), 1 } end
-  out[#out + 1] = 0
-  return out
+  more(kd, x, keys, k0, v, out)
 end
 
 local raw = { string.byte(ARGV[1], 1, -1) }
