@@ -47,8 +47,8 @@ var (
 
 	// The files of the entries of several limits and debits once, and of
 	// resets and refunds: each defines entry (batch.lua).
-	severalFiles = []string{"debit", "several", "once", "entry_several"}
-	moreFiles    = []string{"refund", "entry_more"}
+	severalFiles = []string{"debit", "several", "once"}
+	moreFiles    = []string{"refund"}
 )
 
 // lone returns the block of a lone decision of alg (lua/lone.lua): the

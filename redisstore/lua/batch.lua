@@ -39,7 +39,7 @@
 
 -- one holds, by algorithm as text, each algorithm's <algorithm>_one,
 -- which decides a decision alone on its key; several and more are the
--- entry functions of the other kinds (entry_several.lua, entry_more.lua):
+-- entry functions of the other kinds (once.lua, refund.lua):
 -- each made by the first entry that needs it (a script makes its
 -- functions anew at each call: a hot key's batch needs none).
 local one, several, more

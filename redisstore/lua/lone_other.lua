@@ -1,5 +1,5 @@
 -- The decision of a lone entry of another kind (lone.lua) with entry, the
--- entry function of its files (entry_several.lua, entry_more.lua), and
+-- entry function of its files (once.lua, refund.lua), and
 -- batch.lua's reply for it.
 local kd, x = string.byte(ARGV[1], 1, 2)
 local n, e = sized(kd, x, 6)

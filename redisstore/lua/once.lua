@@ -1,5 +1,6 @@
 -- A debit counted at most once per idempotency id
--- (redisstore.Store.DebitOnce), joined after several.lua.
+-- (redisstore.Store.DebitOnce), and the entry function of the kinds of
+-- several limits; joined after several.lua.
 
 -- once_limit decides the debit of one limit whose key is keys[k0 + 1] and
 -- whose seven values (several.lua; the seventh is 1) follow args[a0], the
@@ -17,4 +18,12 @@ local function once_limit(keys, k0, args, a0, out)
   out[#out + 1] = counted and 1 or 0
   decide_limits(counted, keys, k0, 1, args, a0, out)
   if counted then redis.call('SET', marker, args[a0 + 6], 'PX', ms(tonumber(args[a0 + 8]))) end
+end
+
+-- entry decides an entry of kind SEVERAL, ADMIT or ONCE (batch.lua) of x
+-- limits, whose keys follow keys[k0] and whose values start at ARGV[v],
+-- and appends its values to out.
+local function entry(kd, x, keys, k0, v, out)
+  if kd == ONCE then return once_limit(keys, k0, ARGV, v - 1, out) end
+  decide_limits(true, keys, k0, x, ARGV, v - 1, out, kd == ADMIT)
 end
