@@ -50,9 +50,10 @@ func (s *Store) BatchQueueLen() int {
 	return len(b.queue)
 }
 
-// WithBatchScriptAlways makes every AllowN and Peek run the batch script,
-// as a batch of one, so that sequential tests check it against the other
-// stores.
+// WithBatchScriptAlways makes every AllowN and Peek a batch of one sent
+// past the batcher: on Cluster, to its node with the keys in ARGV, which
+// batch.lua decides (not the lone block), so that sequential tests check
+// it against the other stores.
 func WithBatchScriptAlways() Option {
 	return func(s *Store) error {
 		s.batchScriptAlways = true

@@ -38,7 +38,7 @@ type Store struct {
 	batches       *batchers            // route.go; set up by newStore
 	runners       *kept.Pool[batchRun] // batch.go: the goroutines that send batches
 
-	batchScriptAlways bool // tests: every decision through the batch script (on Cluster, on its node)
+	batchScriptAlways bool // tests: every decision a batch of one, past the batcher (on Cluster, to its node)
 }
 
 // pingRequest is what Ping peeks at.
