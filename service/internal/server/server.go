@@ -118,6 +118,11 @@ type Options struct {
 	// of them (mutual TLS); a handshake that fails is logged and counted.
 	// It is reloaded with the certificate.
 	TLSClientCAFile string
+	// TLSClientSANs, when not empty, also requires that a gRPC client's
+	// certificate names one of them as a SAN (DNS name, URI, IP address or
+	// email address); a certificate the CA signed for another is refused.
+	// It needs TLSClientCAFile.
+	TLSClientSANs []string
 	// HTTPTLS says what the HTTP address serves when a certificate is set
 	// (default [HTTPTLSOn]: TLS without client certificates).
 	HTTPTLS HTTPTLS
