@@ -3,9 +3,10 @@ package rls
 import (
 	"context"
 	"fmt"
-	"golang.org/x/net/http/httpguts"
 	"log/slog"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
