@@ -2,15 +2,19 @@ package server
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/ratelimitfield"
 	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/service/internal/config"
 )
 
 // ErrEnvoyEnv reports a setting of envoyproxy/ratelimit's environment whose
@@ -118,6 +122,54 @@ var envoyVars = []envoyVar{
 	{name: "USE_STATSD", unused: otherPart},
 }
 
+// envoyNote names a set variable redlimit has no use for, and what it does
+// instead.
+type envoyNote struct{ name, instead string }
+
+// fromEnvoyEnv sets the flags of fs that envoyproxy/ratelimit's environment
+// (lookup) sets, and the OTEL_* variables its TRACING_* ones mean; it
+// returns the notes to log. Call it before the REDLIMIT_ variables and the
+// command line set theirs, so that they win.
+func fromEnvoyEnv(fs *flag.FlagSet, lookup func(string) (string, bool), asRatelimit bool) ([]envoyNote, error) {
+	flags, otel, notes, err := envoyEnv(lookup, asRatelimit)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range flags {
+		if err := fs.Set(f.flag, f.value); err != nil {
+			return nil, fmt.Errorf("%w: as --%s=%s: %v", ErrEnvoyEnv, f.flag, f.value, err)
+		}
+	}
+	for k, v := range otel {
+		if err := os.Setenv(k, v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", k, err)
+		}
+	}
+	return notes, nil
+}
+
+// applyCompat applies --compat to o: with "envoy", the flags of fs not
+// given take envoyproxy/ratelimit's semantics.
+func applyCompat(fs *flag.FlagSet, compat string, o *Options) error {
+	switch compat {
+	case CompatRedlimit:
+		return nil
+	case CompatEnvoy:
+	default:
+		return fmt.Errorf("--compat=%q (or %s): want %s or %s", compat, envName("compat"), CompatRedlimit, CompatEnvoy)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	o.DefaultAlgorithm = redlimit.FixedWindow
+	if !given["counting"] {
+		o.Counting = config.CountingDebit
+	}
+	if !given["deny-cache"] && !given["deny-cache-bytes"] {
+		o.NoDenyCache = true
+	}
+	return nil
+}
+
 // flagValue is one flag value made from envoyproxy/ratelimit's environment.
 type flagValue struct{ flag, value string }
 
@@ -129,7 +181,7 @@ type flagValue struct{ flag, value string }
 // envoyproxy/ratelimit default completes the group. asRatelimit (the
 // binary invoked as ratelimit) makes every group complete. A value that
 // cannot work is an error wrapping [ErrEnvoyEnv].
-func envoyEnv(lookup func(string) (string, bool), asRatelimit bool) (flags []flagValue, otel map[string]string, notes []string, err error) {
+func envoyEnv(lookup func(string) (string, bool), asRatelimit bool) (flags []flagValue, otel map[string]string, notes []envoyNote, err error) {
 	e := envoyReader{lookup: lookup, all: asRatelimit}
 	var errs []error
 	add := func(flag, value string) { flags = append(flags, flagValue{flag, value}) }
@@ -253,7 +305,7 @@ func envoyEnv(lookup func(string) (string, bool), asRatelimit bool) (flags []fla
 			continue
 		}
 		if name, ok := e.set(v.name); ok {
-			notes = append(notes, name+": "+v.unused)
+			notes = append(notes, envoyNote{name, v.unused})
 		}
 	}
 	return flags, otel, notes, errors.Join(errs...)
