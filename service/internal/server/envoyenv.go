@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -242,10 +243,7 @@ func envoyEnv(lookup func(string) (string, bool), asRatelimit bool) (flags []fla
 	}
 
 	if e.any("RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY") {
-		root, _ := e.get("RUNTIME_ROOT")
-		sub, _ := e.get("RUNTIME_SUBDIRECTORY")
-		app, _ := e.get("RUNTIME_APPDIRECTORY")
-		add("config", filepath.Join(root, sub, app))
+		add("config", filepath.Join(e.grouped("RUNTIME_ROOT"), e.grouped("RUNTIME_SUBDIRECTORY"), e.grouped("RUNTIME_APPDIRECTORY")))
 	}
 	if _, ok := e.get("MERGE_DOMAIN_CONFIG"); ok {
 		add("merge-domains", strconv.FormatBool(boolean("MERGE_DOMAIN_CONFIG")))
@@ -375,18 +373,18 @@ func envoyDefault(name string) string {
 	return ""
 }
 
-// hostPort joins two variables into a listen address, each taking its
-// envoyproxy/ratelimit default when unset.
+// grouped returns name's value, or its envoyproxy/ratelimit default when
+// unset: a variable of its group is set.
+func (e envoyReader) grouped(name string) string {
+	if v, ok := e.lookup(name); ok {
+		return strings.TrimSpace(v)
+	}
+	return envoyDefault(name)
+}
+
+// hostPort joins two variables of a group into a listen address.
 func (e envoyReader) hostPort(host, port string) string {
-	h, ok := e.lookup(host)
-	if !ok {
-		h = envoyDefault(host)
-	}
-	p, ok := e.lookup(port)
-	if !ok {
-		p = envoyDefault(port)
-	}
-	return net.JoinHostPort(h, p)
+	return net.JoinHostPort(e.grouped(host), e.grouped(port))
 }
 
 // redisURL returns the --redis URL the REDIS_* variables name; ok is false
@@ -401,13 +399,7 @@ func (e envoyReader) redisURL(boolean func(string) bool) (string, bool, error) {
 	if !e.any("REDIS_URL", "REDIS_TYPE", "REDIS_SOCKET_TYPE", "REDIS_AUTH", "REDIS_TLS", "BACKEND_TYPE") {
 		return "", false, nil
 	}
-	get := func(name string) string {
-		v, ok := e.lookup(name)
-		if !ok {
-			v = envoyDefault(name)
-		}
-		return strings.TrimSpace(v)
-	}
+	get := e.grouped
 	raw := get("REDIS_URL")
 	if raw == "" {
 		return fail("REDIS_URL is empty")
@@ -481,10 +473,14 @@ func (e envoyReader) redisURL(boolean func(string) bool) (string, bool, error) {
 		return fail("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION=true: redlimit verifies Redis's certificate fully; " +
 			"give Redis a certificate for its name, or set REDLIMIT_REDIS to a rediss:// URL with skip_verify=true")
 	}
-	u.RawQuery = q.Encode()
+	// Checked as --redis would be, but for the CA file, read at start-up.
+	check := maps.Clone(q)
+	check.Del("ca_file")
+	u.RawQuery = check.Encode()
 	if _, err := redisstore.ParseURL(u.String()); err != nil {
 		return fail("REDIS_URL=%q: %v", redisstore.Redacted(raw), err)
 	}
+	u.RawQuery = q.Encode()
 	return u.String(), true, nil
 }
 
