@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -107,9 +106,20 @@ func (f namesFlag) Set(s string) error {
 		if *f.m == nil {
 			*f.m = map[string]string{}
 		}
-		(*f.m)[http.CanonicalHeaderKey(strings.TrimSpace(from))] = strings.TrimSpace(to)
+		i := slices.IndexFunc(responseFields, func(n string) bool { return strings.EqualFold(n, strings.TrimSpace(from)) })
+		if i < 0 {
+			return fmt.Errorf("%q: not a response field (want one of %s)", from, strings.Join(responseFields, ", "))
+		}
+		(*f.m)[responseFields[i]] = strings.TrimSpace(to)
 	}
 	return nil
+}
+
+// responseFields are the fields --response-header-names may rename.
+var responseFields = []string{
+	ratelimitfield.HeaderRateLimitLimit, ratelimitfield.HeaderRateLimitRemaining, ratelimitfield.HeaderRateLimitReset,
+	ratelimitfield.HeaderXRateLimitLimit, ratelimitfield.HeaderXRateLimitRemaining, ratelimitfield.HeaderXRateLimitReset,
+	ratelimitfield.HeaderRateLimitPolicy, ratelimitfield.HeaderRateLimit, ratelimitfield.HeaderRetryAfter,
 }
 
 // Compat names the semantics --compat selects.
