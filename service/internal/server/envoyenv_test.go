@@ -5,6 +5,8 @@ import (
 	"flag"
 	"io"
 	"maps"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,4 +189,46 @@ func serveFlags(t *testing.T) *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+// TestMigratingTable: docs/MIGRATING.md's table names every setting of
+// envoyVars once, with the flags it sets; none more.
+func TestMigratingTable(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../../docs/MIGRATING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		name := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+		if _, dup := rows[name]; dup {
+			t.Errorf("%s: two rows", name)
+		}
+		var flags []string
+		for _, f := range strings.Split(cells[1], ", ") {
+			if f = strings.Trim(f, "`"); strings.HasPrefix(f, "--") {
+				flags = append(flags, strings.TrimPrefix(f, "--"))
+			}
+		}
+		rows[name] = flags
+	}
+	for _, v := range envoyVars {
+		flags, ok := rows[v.name]
+		if !ok {
+			t.Errorf("%s: no row in docs/MIGRATING.md", v.name)
+			continue
+		}
+		if !slices.Equal(flags, v.flags) {
+			t.Errorf("%s: the doc says %v, the code sets %v", v.name, flags, v.flags)
+		}
+		delete(rows, v.name)
+	}
+	for name := range rows {
+		t.Errorf("%s: a row in docs/MIGRATING.md the code does not read", name)
+	}
 }
