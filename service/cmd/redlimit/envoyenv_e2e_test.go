@@ -269,3 +269,43 @@ func TestEnvoyEnvTLSSAN(t *testing.T) {
 		t.Errorf("plain HTTP /healthz: %d", code)
 	}
 }
+
+// TestCompatEnvoy: REDLIMIT_COMPAT=envoy gives the numbers of
+// docs/MIGRATING.md's side-by-side table: rules that name no algorithm
+// count fixed windows, and a denied request consumes from its other
+// descriptors too; without it, sliding windows, and nothing consumed.
+func TestCompatEnvoy(t *testing.T) {
+	t.Parallel()
+	redis := redistest.Start(t)
+	rules := "domain: c\ndescriptors:\n  - key: a\n    rate_limit: {unit: minute, requests_per_unit: 10}\n" +
+		"  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 1}\n"
+	for _, tc := range []struct {
+		env       []string
+		algorithm string
+		remaining uint32 // of a, after one request of a and b, one denied by b, and one of a
+	}{
+		{nil, "sliding_window", 8},
+		{[]string{"REDLIMIT_COMPAT=envoy"}, "fixed_window", 7},
+	} {
+		t.Run(tc.algorithm, func(t *testing.T) {
+			rt := newRuntimeTree(t, map[string]string{"c.yaml": rules})
+			p := startEnvoyEnv(t, append(append(rt.env(), "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redis.Addr(), "REDIS_TIMEOUT=5s",
+				"CACHE_KEY_PREFIX="+tc.algorithm+":"), tc.env...)...)
+			_, body := p.get("/rules")
+			if n := strings.Count(body, `"algorithm": "`+tc.algorithm+`"`); n != 2 {
+				t.Errorf("/rules: %d rules of %s, want 2:\n%s", n, tc.algorithm, body)
+			}
+			ctx := context.Background()
+			if resp, err := p.ask(ctx, "c", desc("a", "x"), desc("b", "x")); err != nil || resp.OverallCode != pb.RateLimitResponse_OK {
+				t.Fatalf("first: %v %v", resp, err)
+			}
+			if resp, err := p.ask(ctx, "c", desc("a", "x"), desc("b", "x")); err != nil || resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				t.Fatalf("second: %v %v", resp, err)
+			}
+			resp, err := p.ask(ctx, "c", desc("a", "x"))
+			if err != nil || resp.Statuses[0].LimitRemaining != tc.remaining {
+				t.Fatalf("a after the denial: %v %v; want %d remaining", resp, err, tc.remaining)
+			}
+		})
+	}
+}
