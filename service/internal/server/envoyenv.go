@@ -53,7 +53,7 @@ var envoyVars = []envoyVar{
 	{name: "DEBUG_HOST", unused: "no debug listener: /metrics, /rules and (with --pprof) /debug/pprof/ are on the HTTP address"},
 	{name: "DEBUG_PORT", unused: "no debug listener: /metrics, /rules and (with --pprof) /debug/pprof/ are on the HTTP address"},
 	{name: "GRPC_MAX_CONNECTION_AGE", flags: []string{"grpc-max-connection-age"}},
-	{name: "GRPC_MAX_CONNECTION_AGE_GRACE", unused: "a connection past its age finishes its requests within --shutdown-timeout"},
+	{name: "GRPC_MAX_CONNECTION_AGE_GRACE", unused: "a connection past its age has 10s to finish its requests"},
 	// TLS.
 	{name: "GRPC_SERVER_USE_TLS", flags: []string{"tls-cert-file", "tls-key-file", "http-tls"}},
 	{name: "GRPC_SERVER_TLS_CERT", flags: []string{"tls-cert-file"}},
@@ -91,7 +91,7 @@ var envoyVars = []envoyVar{
 	{name: "REDIS_PIPELINE_WINDOW", unused: "concurrent decisions are batched into one script call per node automatically"},
 	{name: "REDIS_PIPELINE_LIMIT", unused: "concurrent decisions are batched into one script call per node automatically"},
 	{name: "REDIS_CLUSTER_PIPELINE_PARALLELISM", unused: "every Cluster node is called in parallel"},
-	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", unused: "every connection is PINGed when idle; /readyz reports the breaker"},
+	{name: "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", unused: "/readyz PINGs Redis on each call"},
 	{name: "REDIS_STARTUP_INITIAL_INTERVAL", unused: "start-up fails at once when Redis does not answer; the orchestrator restarts it"},
 	{name: "REDIS_STARTUP_MAX_INTERVAL", unused: "start-up fails at once when Redis does not answer; the orchestrator restarts it"},
 	{name: "REDIS_STARTUP_MAX_ELAPSED_TIME", unused: "start-up fails at once when Redis does not answer; the orchestrator restarts it"},
@@ -109,7 +109,7 @@ var envoyVars = []envoyVar{
 	{name: "LIMIT_REMAINING_HEADER", flags: []string{"response-header-names"}},
 	{name: "LIMIT_RESET_HEADER", flags: []string{"response-header-names"}},
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", flags: []string{"deny-cache-bytes"}, def: "0"},
-	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", unused: "/readyz and gRPC health report serving once rules loaded and the store answers"},
+	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", unused: "/readyz answers ready once rules loaded and Redis answers a PING"},
 	{name: "NEAR_LIMIT_RATIO", unused: otherPart},
 	// Tracing.
 	{name: "TRACING_ENABLED", flags: []string{"tracing"}},
