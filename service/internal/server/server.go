@@ -23,6 +23,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memory"
+	redlimitprom "github.com/redlimit/redlimit/prometheus"
 	"github.com/redlimit/redlimit/ratelimitfield"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/resilient"
@@ -339,7 +340,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	if s.resilient != nil {
 		breaker = s.resilient.BreakerState
 	}
-	if s.metrics, err = NewMetrics(s.registry, breaker); err != nil {
+	if s.metrics, err = NewMetrics(s.registry); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	var obs rls.Observer = s.metrics
@@ -402,7 +403,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		return nil, err
 	}
 	s.guard = newConnGuard(s.opts.GRPCMaxConnections, s.opts.GRPCMaxPendingBytes, s.log)
-	s.grpcLn = s.guard.listener(ln, s.opts.GRPCMaxStreams)
+	s.grpcLn = s.guard.listener(ln)
 	if err := s.guard.register(s.registry); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
@@ -554,15 +555,20 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.nodes, err = store.Register(ctx, redisstore.RegistryOptions{Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: live-node registry: %w", err)
 	}
+	collector, err := redlimitprom.New(s.registry, redlimitprom.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
 	deny := 0 // the default size
 	if s.opts.NoDenyCache {
 		deny = -1
 	}
 	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
 		DenyCacheSize: deny, CacheBytes: s.opts.DenyCacheBytes,
-		BreakerChanged: (&breakerLog{log: s.log}).changed}); err != nil {
+		Observer: resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	collector.Watch(s.resilient)
 	s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", s.nodes.ID(), "live_nodes", s.nodes.Nodes())
 	return s.resilient, nil
 }
