@@ -131,6 +131,11 @@ type Options struct {
 	// of them (mutual TLS); a handshake that fails is logged and counted.
 	// It is reloaded with the certificate.
 	TLSClientCAFile string
+	// TLSClientSANs, when not empty, also requires that a gRPC client's
+	// certificate names one of them as a SAN (DNS name, URI, IP address or
+	// email address); a certificate the CA signed for another is refused.
+	// It needs TLSClientCAFile.
+	TLSClientSANs []string
 	// HTTPTLS says what the HTTP address serves when a certificate is set
 	// (default [HTTPTLSOn]: TLS without client certificates).
 	HTTPTLS HTTPTLS
@@ -154,6 +159,17 @@ type Options struct {
 	// Headers selects the rate-limit fields of responses (default
 	// ratelimitfield.All; the serve command's flag defaults to None).
 	Headers ratelimitfield.Style
+	// HeaderNames renames response fields (rls.Options.HeaderNames).
+	HeaderNames map[string]string
+	// DefaultAlgorithm counts the limits whose rules name no algorithm
+	// (default redlimit.SlidingWindow; see config.Loader), and the limit
+	// overrides no rule matches.
+	DefaultAlgorithm redlimit.Algorithm
+	// DenyCacheBytes bounds the bytes of the in-process cache of denials
+	// (resilient.Options.CacheBytes); NoDenyCache turns that cache off, so
+	// that every decision reaches Redis. Both apply with Redis only.
+	DenyCacheBytes int
+	NoDenyCache    bool
 	// MaxDescriptors, MaxEntries and MaxBytes cap one request (defaults in
 	// package rls).
 	MaxDescriptors, MaxEntries, MaxBytes int
@@ -353,6 +369,8 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		DynamicMetadata:   s.opts.DynamicMetadata,
 		Counting:          s.opts.Counting,
 		Headers:           s.opts.Headers,
+		HeaderNames:       s.opts.HeaderNames,
+		DefaultAlgorithm:  s.opts.DefaultAlgorithm,
 		MaxDescriptors:    s.opts.MaxDescriptors,
 		MaxEntries:        s.opts.MaxEntries,
 		MaxBytes:          s.opts.MaxBytes,
@@ -541,7 +559,12 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	deny := 0 // the default size
+	if s.opts.NoDenyCache {
+		deny = -1
+	}
 	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
+		DenyCacheSize: deny, CacheBytes: s.opts.DenyCacheBytes,
 		Observer: resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
