@@ -57,6 +57,9 @@ func settlingNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option,
 		popts = append(popts, prefix)
 	}
 	opts.FailureThreshold, opts.CoolDown, opts.ReconcileSpread = 1, 20*time.Millisecond, -1
+	// Only the failures down makes count: a busy host outlasts 50 ms,
+	// and a charge cut off by its timeout is in doubt.
+	opts.Timeout = 10 * time.Second
 	return newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}, popts...), down}, opts)
 }
 
