@@ -64,6 +64,19 @@ func newLimiter(t testing.TB, store redlimit.Limiter, opts resilient.Options) *r
 	return l
 }
 
+// recordOpen makes opts record whether the breaker has opened. A busy
+// host may outlast CoolDown before a test reads BreakerState: the open
+// breaker is half-open by then.
+func recordOpen(opts *resilient.Options) *atomic.Bool {
+	var opened atomic.Bool
+	opts.BreakerChanged = func(_, to string, _ error) {
+		if to == "open" {
+			opened.Store(true)
+		}
+	}
+	return &opened
+}
+
 // waitFor polls cond every few milliseconds until it holds or d passes.
 func waitFor(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
