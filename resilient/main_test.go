@@ -68,13 +68,18 @@ func newLimiter(t testing.TB, store redlimit.Limiter, opts resilient.Options) *r
 // host may outlast CoolDown before a test reads BreakerState: the open
 // breaker is half-open by then.
 func recordOpen(opts *resilient.Options) *atomic.Bool {
-	var opened atomic.Bool
-	opts.BreakerChanged = func(_, to string, _ error) {
-		if to == "open" {
-			opened.Store(true)
-		}
-	}
-	return &opened
+	o := &openRecorder{}
+	opts.Observer = o
+	return &o.opened
+}
+
+// openRecorder is an Observer that records whether the breaker opened.
+type openRecorder struct{ opened atomic.Bool }
+
+func (*openRecorder) Decided(bool, redlimit.Source)    {}
+func (*openRecorder) StoreCalled(time.Duration, error) {}
+func (o *openRecorder) BreakerChanged(_, to string, _ error) {
+	o.opened.Store(o.opened.Load() || to == "open")
 }
 
 // waitFor polls cond every few milliseconds until it holds or d passes.
