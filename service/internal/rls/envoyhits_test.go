@@ -55,9 +55,9 @@ func TestEnvoyHits(t *testing.T) {
 		{"a", 5, "O:O"}, // within 5
 		{"a", 4, "O:O"}, // within 4, near 1 (9 > 8)
 		{"a", 1, "O:O"}, // within 1, near 1
-		{"a", 3, "L:L"}, // over 3: the limit was already reached
+		{"a", 3, "X:X"}, // over 3: the limit was already reached
 		{"b", 8, "O:O"}, // within 8, not near (8 is the threshold)
-		{"b", 5, "L:L"}, // over 3, near 2
+		{"b", 5, "X:X"}, // over 3, near 2
 	}
 	for i, s := range steps {
 		resp := f.do(request("api", withHits(desc("user", s.key), s.hits)))
