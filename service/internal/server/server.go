@@ -209,6 +209,27 @@ type Options struct {
 	// /debug/pprof/ on the HTTP address. Off by default: profiles reveal
 	// internals and cost CPU, keep the address private.
 	Pprof bool
+	// EnvoyMetrics counts hits as envoyproxy/ratelimit does and serves
+	// the series its default statsd mapper makes, beside redlimit's own:
+	// ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,
+	// within_limit,shadow_mode}{domain,key1,key2} (USE_PROMETHEUS).
+	EnvoyMetrics bool
+	// PrometheusAddr, when set, serves the metrics at PrometheusPath
+	// (default /metrics) on this address too (PROMETHEUS_ADDR,
+	// PROMETHEUS_PATH).
+	PrometheusAddr, PrometheusPath string
+	// NearLimitRatio is where near_limit starts, a fraction of each limit
+	// (default rls.DefaultNearLimitRatio; NEAR_LIMIT_RATIO).
+	NearLimitRatio float64
+	// StatsdAddr, when set, sends envoyproxy/ratelimit's per-rule counters
+	// to this statsd server (host:port, over TCP as envoyproxy/ratelimit
+	// does) every StatsFlushInterval (default [DefaultStatsFlushInterval]),
+	// named ratelimit.service.rate_limit.<rule>.<stat>, each name ending
+	// with StatsdTags as ".__key=value" (USE_STATSD, STATSD_HOST,
+	// STATSD_PORT, STATS_FLUSH_INTERVAL, EXTRA_TAGS).
+	StatsdAddr         string
+	StatsdTags         map[string]string
+	StatsFlushInterval time.Duration
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 
@@ -243,6 +264,11 @@ type Server struct {
 	resilient *resilient.Limiter   // nil on memory
 	mem       *memory.Store        // nil on Redis
 	fallback  *memory.Store        // the local fallback on Redis; nil on memory
+
+	envoy  *envoyStats  // nil without EnvoyMetrics and statsd
+	statsd *statsd      // nil without StatsdAddr
+	promLn net.Listener // PrometheusAddr's; nil without it
+	prom   *http.Server // nil without PrometheusAddr
 
 	tls     *tlsreload.Reloader // nil without TLS
 	tracing *tracing.Tracing    // nil without tracing
@@ -306,6 +332,9 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		s.newDashboard(breaker)
 		obs = observer{metrics: s.metrics, rec: s.recorder}
 	}
+	if obs, err = s.envoyMetrics(obs); err != nil {
+		return nil, err
+	}
 	var traceHook func(context.Context, *pb.RateLimitRequest, *pb.RateLimitResponse, error)
 	if s.opts.Tracing || s.opts.TracerProvider != nil {
 		if s.tracing, err = tracing.New(ctx, tracing.Options{Provider: s.opts.TracerProvider, Version: version.Get().Version, Logger: s.log}); err != nil {
@@ -333,6 +362,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		Overrides:         s.opts.Overrides,
 		MaxOverridePeriod: s.opts.MaxOverridePeriod,
 		Observer:          obs,
+		NearLimitRatio:    s.opts.NearLimitRatio,
 		Trace:             traceHook,
 		Logger:            s.log,
 	})
@@ -524,8 +554,18 @@ func (s *Server) Run(ctx context.Context) error {
 		bgWG.Go(func() { <-done })
 	}
 	bgWG.Go(func() { s.watchReadiness(bg) })
+	if s.statsd != nil {
+		bgWG.Go(func() { s.statsd.run(bg) })
+	}
 
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
+	if s.prom != nil {
+		go func() {
+			if err := s.prom.Serve(s.promLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("server: Prometheus: %w", err)
+			}
+		}()
+	}
 	go func() {
 		if err := s.grpc.Serve(s.grpcLn); err != nil {
 			errc <- fmt.Errorf("server: gRPC: %w", err)
@@ -562,6 +602,13 @@ func (s *Server) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
+	if s.prom != nil {
+		wg.Go(func() {
+			if err := s.prom.Shutdown(ctx); err != nil {
+				s.prom.Close()
+			}
+		})
+	}
 	wg.Go(func() {
 		if err := s.http.Shutdown(ctx); err != nil {
 			s.log.Warn("HTTP requests cut off at the shutdown timeout", "err", err)
@@ -589,7 +636,7 @@ func (s *Server) shutdown() {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.endLife()
-		for _, ln := range []net.Listener{s.grpcLn, s.httpLn} {
+		for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.promLn} {
 			if ln != nil {
 				ln.Close()
 			}
