@@ -73,7 +73,7 @@ func TestEnvoyPrometheusSeries(t *testing.T) {
 	r.hits(t, 3, "ip", "10.0.0.1") // over 2, near 1 (9 → 12 against 10)
 	r.hits(t, 1, "tenant", "acme", "user", "u1")
 	r.hits(t, 2, "tenant", "acme", "user", "u1") // over 1, near 0 (floor(1.6)=1)
-	r.hits(t, 2, "shadowed", "x")               // over 1, shadow 1, near 1
+	r.hits(t, 2, "shadowed", "x")                // over 1, shadow 1, near 1
 
 	want := []string{
 		`ratelimit_service_rate_limit_total_hits{domain="web",key1="ip",key2=""} 12`,
@@ -132,4 +132,24 @@ func grepLines(body, s string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestStatNames checks names and tags as envoyproxy/ratelimit writes them.
+func TestStatNames(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"web.ip", "web.ip"},
+		{"web.remote_address_10.0.0.1", "web.remote_address_10_0_0_1"},
+		{"web.path_/a:b|c", "web.path_/a_b_c"},
+		{"web.v_1.2.3", "web.v_1.2.3"},
+	} {
+		if got := sanitizeStatName(tt.in); got != tt.want {
+			t.Errorf("sanitizeStatName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got, want := statsdTags(map[string]string{"z": "1", "a": "x.y:z|w", "": "v", "k": ""}), ".__a=x_y_z_w.__z=1"; got != want {
+		t.Errorf("statsdTags = %q, want %q", got, want)
+	}
+	if got := statsdTags(nil); got != "" {
+		t.Errorf("statsdTags(nil) = %q", got)
+	}
 }
