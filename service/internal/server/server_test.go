@@ -59,6 +59,15 @@ type running struct {
 // the end of the test.
 func start(t *testing.T, o Options) *running {
 	t.Helper()
+	r := startNotReady(t, o)
+	waitFor(t, "ready", func() bool { return r.get(t, "/readyz") == 200 })
+	return r
+}
+
+// startNotReady starts a server as start does, without waiting for it to
+// be ready.
+func startNotReady(t *testing.T, o Options) *running {
+	t.Helper()
 	logs := &syncBuffer{}
 	o.GRPCAddr, o.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if o.Logger == nil {
@@ -83,7 +92,6 @@ func start(t *testing.T, o Options) *running {
 		r.conn.Close()
 		r.stop(t)
 	})
-	waitFor(t, "ready", func() bool { return r.get(t, "/readyz") == 200 })
 	return r
 }
 
