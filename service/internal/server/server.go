@@ -33,6 +33,7 @@ import (
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 	"github.com/redlimit/redlimit/service/internal/tracing"
 	"github.com/redlimit/redlimit/service/internal/version"
+	"github.com/redlimit/redlimit/service/internal/xds"
 )
 
 // Defaults of [Options].
@@ -230,6 +231,9 @@ type Options struct {
 	StatsdAddr         string
 	StatsdTags         map[string]string
 	StatsFlushInterval time.Duration
+	// XDS, with its ServerURL set, takes the rules from an xDS server
+	// instead of ConfigPath.
+	XDS XDSOptions
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 
@@ -265,6 +269,7 @@ type Server struct {
 	mem       *memory.Store        // nil on Redis
 	fallback  *memory.Store        // the local fallback on Redis; nil on memory
 
+	xds    *xds.Client  // nil without Options.XDS
 	envoy  *envoyStats  // nil without EnvoyMetrics and statsd
 	statsd *statsd      // nil without StatsdAddr
 	promLn net.Listener // PrometheusAddr's; nil without it
@@ -311,8 +316,12 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 			s.Close()
 		}
 	}()
-	cfg, err := s.load(ctx)
-	if err != nil {
+	var cfg *config.Config // none until the first xDS update
+	if s.opts.XDS.ServerURL != "" {
+		if err := s.newXDS(); err != nil {
+			return nil, err
+		}
+	} else if cfg, err = s.load(ctx); err != nil {
 		return nil, fmt.Errorf("server: loading the configuration: %w", err)
 	}
 	s.registry = prometheus.NewRegistry()
@@ -370,7 +379,9 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.setRLSHandler()
-	s.setConfig(cfg)
+	if cfg != nil {
+		s.setConfig(cfg)
+	}
 	if least := int64(s.opts.MaxMessageBytes) + streamCost + frameCost; s.opts.GRPCMaxPendingBytes < least {
 		return nil, fmt.Errorf("%w: GRPCMaxPendingBytes %d leaves no room for a message of MaxMessageBytes (%d): at least %d", ErrOptions, s.opts.GRPCMaxPendingBytes, s.opts.MaxMessageBytes, least)
 	}
@@ -556,6 +567,9 @@ func (s *Server) Run(ctx context.Context) error {
 	bgWG.Go(func() { s.watchReadiness(bg) })
 	if s.statsd != nil {
 		bgWG.Go(func() { s.statsd.run(bg) })
+	}
+	if s.xds != nil {
+		bgWG.Go(func() { s.xds.Run(bg) })
 	}
 
 	errc := make(chan error, 3)
