@@ -88,6 +88,20 @@
 // unreachable or a deadline passed. The caller decides whether to fail open
 // or closed.
 //
+// [Result.Denied] reports whether the limit itself denied: not allowed, and
+// not [Undecided].
+//
+// # Failure policy and source
+//
+// [Limit.Failure], [Result.Source] and [Undecided] live here, not in
+// package resilient. A limit is passed on every call, so its failure
+// policy travels with it: a rule file sets it per rule, and no wrapper
+// holds per-limit settings. Source is read by every caller of any
+// [Limiter] (metrics, the rate limit service, reserve), whether or not a
+// resilient limiter sits below. [Undecided] is set by a store, the Redis
+// store on Cluster, not by resilient. Stores ignore Failure and answer
+// [FromStore] or [Undecided].
+//
 // # Errors
 //
 // Errors wrap the sentinel errors of this package ([ErrInvalidKey],

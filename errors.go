@@ -21,6 +21,10 @@ var (
 	ErrNoRequests = errors.New("redlimit: no requests")
 	// ErrBadReply reports a reply from a backend that does not have the expected shape.
 	ErrBadReply = errors.New("redlimit: unexpected reply from backend")
+	// ErrKeyState reports a key whose stored state a store cannot use:
+	// a Redis key of another type, or state it cannot parse. It fails
+	// that key's decisions only; it is not a store outage.
+	ErrKeyState = errors.New("redlimit: key holds state the store cannot use")
 	// ErrClosed reports a call on a store that has been closed.
 	ErrClosed = errors.New("redlimit: store closed")
 	// ErrRefunded reports a [Grant] refunded a second time.

@@ -110,3 +110,23 @@ func TestTightest(t *testing.T) {
 		}
 	}
 }
+
+// TestResultDenied checks that only a limit's own denial is one: an
+// undecided limit was not asked.
+func TestResultDenied(t *testing.T) {
+	for _, tt := range []struct {
+		res  redlimit.Result
+		want bool
+	}{
+		{redlimit.Result{Allowed: true}, false},
+		{redlimit.Result{Allowed: true, Source: redlimit.FromFailOpen}, false},
+		{redlimit.Result{RetryAfter: time.Second}, true},
+		{redlimit.Result{Source: redlimit.FromFailClosed}, true},
+		{redlimit.Result{Source: redlimit.FromDenyCache, RetryAfter: time.Second}, true},
+		{redlimit.Result{Source: redlimit.Undecided}, false},
+	} {
+		if got := tt.res.Denied(); got != tt.want {
+			t.Errorf("%+v.Denied() = %v, want %v", tt.res, got, tt.want)
+		}
+	}
+}

@@ -31,6 +31,11 @@ type Result struct {
 	Source Source
 }
 
+// Denied reports whether the limit itself denied the request: r is not
+// Allowed and not [Undecided]. An undecided limit was not asked, so its
+// Result says nothing about its allowance.
+func (r Result) Denied() bool { return !r.Allowed && r.Source != Undecided }
+
 // Source says which path decided a [Result].
 type Source uint8
 

@@ -79,7 +79,7 @@ func (b *rueidisBackend) eval(ctx context.Context, sc script, keys, args []strin
 func (b *rueidisBackend) evalWith(ctx context.Context, c rueidis.Client, sc script, keys, args []string) ([]int64, error) {
 	resp := b.scripts[sc].Exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
-		return nil, err
+		return nil, scriptErr(err)
 	}
 	arr, err := resp.ToArray()
 	if err != nil {
@@ -130,7 +130,7 @@ func (b *goRedisBackend) evalWith(ctx context.Context, c redis.Scripter, sc scri
 	}
 	reply, err := b.scripts[sc].Run(ctx, c, keys, argv...).Result()
 	if err != nil {
-		return nil, err
+		return nil, scriptErr(err)
 	}
 	arr, ok := reply.([]any)
 	if !ok {
@@ -303,3 +303,13 @@ var slotKeys = sync.OnceValue(func() []string {
 	}
 	return keys
 })
+
+// scriptErr returns err, the error of a script call, marked with
+// ErrKeyState when the script replied KEYSTATE: the decision's key holds
+// state it cannot use (see lua/prelude.lua, key_error).
+func scriptErr(err error) error {
+	if strings.HasPrefix(err.Error(), "KEYSTATE ") {
+		return fmt.Errorf("%w: %w", redlimit.ErrKeyState, err)
+	}
+	return err
+}

@@ -15,16 +15,16 @@ import (
 
 // Batch caps: a batch holds at most maxBatch decisions and about
 // maxBatchBytes of keys and arguments, so that one script call cannot hold
-// Redis for long (docs/BENCHMARKS.md measures the worst batch).
+// Redis for long (docs/SECURITY.md measures the worst calls).
 const (
 	maxBatch      = 64
 	maxBatchBytes = 32 << 10
 )
 
 // WithBatching turns batching on (the default) or off. With batching, the
-// decisions ([Store.AllowN], [Store.Peek], [Store.AllowAll] and
-// [Store.Admit]) that reach the Store for one Redis node while a call to
-// that node is in flight wait and then go together as one script call,
+// decisions ([Store.AllowN], [Store.Peek] and [Store.AllowAll]) that
+// reach the Store for one Redis node while a call to that node is in
+// flight wait and then go together as one script call,
 // which decides them one after another in their order of arrival, at one
 // instant: each gets the answer it would have got alone at that instant,
 // and concurrent requests for one key are admitted greedily in arrival
@@ -37,7 +37,14 @@ const (
 // decides its own in their order of arrival.
 // A caller that finds no call in flight is sent at once, with the script
 // it would run without batching, so an idle Store adds no delay. Without
-// batching, every decision is a script call of its own.
+// batching, every decision is a script call of its own. [Store.Admit],
+// [Store.DebitOnce], [Store.Reset] and refunds are never batched.
+//
+// A caller whose context ends while its decision waits leaves the queue:
+// the decision is never sent. One whose decision was sent already gets its
+// context's error too, and Redis may still count it, as a call of its own
+// cancelled in flight. Only decisions in the calls in flight, two per
+// node at a time, can be counted so.
 //
 // With batching, [Store.AllowN] and [Store.Peek] return by their
 // context's deadline even if the client library has not answered: the
@@ -73,8 +80,8 @@ func (s *Store) ReturnsByContext() bool {
 // while only one is in flight, at once as a second call once early holds.
 // With one call in flight, the server waits while its answer travels back
 // and is handed out and the next call travels to it, and the callers wait
-// while the server runs the call (docs/BENCHMARKS.md, "Two calls in
-// flight"); a second call fills the server's wait. That it waits until half the
+// while the server runs the call (docs/BENCHMARKS.md, "What the design
+// choices buy"); a second call fills the server's wait. That it waits until half the
 // decisions in play are in it keeps it from being a call of a few
 // decisions, which would cost the server more per decision than it saves,
 // and splits a steady load into two even halves that take turns.
@@ -301,6 +308,7 @@ func (b *batcher) decide(p *pending) outcome {
 		// Never sent: taken out, it cannot be applied.
 		p.state = cancelled
 		b.waiting--
+		b.dropCancelledLocked()
 	}
 	b.mu.Unlock()
 	if st == sent {
@@ -318,6 +326,16 @@ func (b *batcher) decide(p *pending) outcome {
 		err = context.DeadlineExceeded // the budget's end
 	}
 	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
+}
+
+// dropCancelledLocked takes the given-up decisions out of the queue once
+// they are more than half of it. The queue then holds at most twice the
+// decisions waiting, while the calls in flight hang; each removal is
+// amortized O(1). b.mu is held.
+func (b *batcher) dropCancelledLocked() {
+	if len(b.queue) > 2*b.waiting {
+		b.queue = slices.DeleteFunc(b.queue, func(p *pending) bool { return p.state == cancelled })
+	}
 }
 
 // next is called when b's call of answered decisions has answered, its
@@ -618,8 +636,26 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 // and v, and reports whether v was such a reply, each value where it is
 // expected, and no more.
 func batchReply(batch []*pending, dec []byte, now int64, v []int64) bool {
+	// The entries that failed on their key, with their kinds, come last.
+	if len(v) == 0 {
+		return false
+	}
+	nf := v[len(v)-1]
+	if nf < 0 || 2*nf > int64(len(v)-1) {
+		return false
+	}
+	fails := v[len(v)-1-int(2*nf) : len(v)-1]
+	v = v[:len(v)-1-int(2*nf)]
 	for e, i := 0, 0; e < len(dec)/2; e++ {
 		p := batch[i]
+		if len(fails) > 0 && fails[0] == int64(e+1) {
+			err := keyStateError(p.op, fails[1])
+			for _, q := range batch[i : i+int(dec[2*e+1])] {
+				q.out = outcome{at: now, err: err}
+			}
+			i, fails = i+int(dec[2*e+1]), fails[2:]
+			continue
+		}
 		if p.reqs != nil {
 			i++
 			if len(v) < 4*len(p.reqs) {
@@ -664,7 +700,18 @@ func batchReply(batch []*pending, dec []byte, now int64, v []int64) bool {
 		}
 		i += m
 	}
-	return len(v) == 0
+	return len(v) == 0 && len(fails) == 0
+}
+
+// keyStateError is the error of a decision of op whose key the batch
+// script could not use, of the kind it replied (see lua/prelude.lua,
+// key_failure).
+func keyStateError(op string, kind int64) error {
+	what := "state the script cannot parse"
+	if kind == 1 {
+		what = "a key of another type (WRONGTYPE)"
+	}
+	return fmt.Errorf("redisstore: %s: %w: %s", op, redlimit.ErrKeyState, what)
 }
 
 // batchLimit is a limit of the batch script's decisions of one limit, as

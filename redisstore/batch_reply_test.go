@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 // of one decision, a run of three identical ones and a decision of two
 // limits: the well-formed ones give each decision its values, and every
 // reply that is short, long or whose segments do not cover the run
-// exactly is refused, without a panic.
+// exactly is refused, without a panic. Entries that failed on their key
+// (listed at the end) give their decisions ErrKeyState, and a list that
+// does not fit the batch is refused.
 func TestBatchReplyRefusesMalformed(t *testing.T) {
 	l := redlimit.PerMinute(10).FixedWindow()
 	one := redlimit.Request{Key: "a", Limit: l, Cost: 2}
@@ -65,7 +68,8 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := batch()
-			if got := batchReply(b, dec, 99, tc.v); got != tc.ok {
+			// No entry failed: the reply ends with 0.
+			if got := batchReply(b, dec, 99, append(tc.v, 0)); got != tc.ok {
 				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
 			}
 			if !tc.ok {
@@ -79,6 +83,50 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 			}
 			if got := b[4].out.results; len(got) != 2 || !got[0].Allowed || got[1].Allowed || got[1].RetryAfter != 7*time.Microsecond {
 				t.Errorf("several: %+v", got)
+			}
+		})
+	}
+}
+
+// TestBatchReplyKeyFailures feeds batchReply replies whose entries failed
+// on their keys: each decision of a failed entry gets ErrKeyState, the
+// others their values; a failure list that does not fit is refused.
+func TestBatchReplyKeyFailures(t *testing.T) {
+	l := redlimit.PerMinute(10).FixedWindow()
+	one := redlimit.Request{Key: "a", Limit: l, Cost: 2}
+	batch := func() []*pending {
+		return []*pending{
+			{req: one, key: "a", op: opAllow},
+			{req: one, key: "b", op: opAllow}, {req: one, key: "b", op: opAllow},
+			{reqs: []redlimit.Request{one, one}, op: opAllow},
+		}
+	}
+	dec := []byte{batchFirstLimit, 1, batchFirstLimit, 2, batchSeveral, 1}
+	several := []int64{1, 8, 0, 5, 0, 0, 7, 5}
+	for _, tc := range []struct {
+		name   string
+		v      []int64
+		ok     bool
+		failed []bool // by decision, when ok
+	}{
+		{"the run failed", append([]int64{8, 40}, append(several, 2, 1, 1)...), true, []bool{false, true, true, false}},
+		{"the first and last failed", []int64{2, 6, 50, 0, 0, 1, 2, 3, 1, 2}, true, []bool{true, false, false, true}},
+		{"all failed", []int64{1, 1, 2, 1, 3, 2, 3}, true, []bool{true, true, true, true}},
+		{"a failure of no entry", []int64{8, 40, 2, 6, 50, 0, 0, 4, 1, 1}, false, nil},
+		{"failures out of order", []int64{2, 6, 50, 0, 0, 3, 1, 1, 2, 2}, false, nil},
+		{"a failed entry that answers", append([]int64{8, 40, 2, 6, 50, 0, 0}, append(several, 1, 1, 1)...), false, nil},
+		{"more failures than values", []int64{5}, false, nil},
+		{"a negative count", append([]int64{8, 40, 2, 6, 50, 0, 0}, append(several, -1)...), false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := batch()
+			if got := batchReply(b, dec, 99, tc.v); got != tc.ok {
+				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
+			}
+			for i, f := range tc.failed {
+				if got := errors.Is(b[i].out.err, redlimit.ErrKeyState); got != f {
+					t.Errorf("decision %d: %+v; want failed %v", i, b[i].out, f)
+				}
 			}
 		})
 	}

@@ -150,7 +150,10 @@ func sameNodeKeys(t *testing.T, s *redisstore.Store, n int) (keys []string, far 
 // Cluster the batch goes to one node with keys of several slots (the
 // allow-cross-slot-keys script); in one round of three it also holds a key
 // of another node, so that the node refuses it before writing anything
-// and it is decided again slot by slot. Answers and states must match.
+// and it is decided again slot by slot. In one round of four it also
+// holds decisions on a key whose state the script cannot use (another
+// type, text in a token bucket), which fail alone with ErrKeyState, as
+// they do one by one. Answers and states must match.
 func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 	bases := []redlimit.Limit{
 		redlimit.Per(6, 100*time.Millisecond).FixedWindow(),
@@ -166,9 +169,20 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 			clock := newPacedClock(time.Unix(1_700_000_000, 123456000))
 			batched, alone := batchedAndAlone(t, d, clock)
 			ctx := context.Background()
-			keys, far := []string{"a", "b", "c"}, ""
+			keys, far := []string{"a", "b", "c", "bad"}, ""
 			if d.cluster {
-				keys, far = sameNodeKeys(t, batched, 3)
+				keys, far = sameNodeKeys(t, batched, 4)
+			}
+			keys, bad := keys[:3], keys[3]
+			for _, s := range []*redisstore.Store{batched, alone} {
+				for i, l := range bases {
+					k := s.KeyOf(bad, l)
+					if i%2 == 0 {
+						d.do(t, k, "RPUSH", k, "a list")
+					} else {
+						d.do(t, k, "SET", k, "not a "+l.Algorithm.String())
+					}
+				}
 			}
 			for round := range 200 {
 				clock.keepUp()
@@ -180,6 +194,9 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 				roundKeys := keys
 				if far != "" && round%3 == 0 {
 					roundKeys = append(slices.Clip(keys), far)
+				}
+				if round%4 == 0 {
+					roundKeys = append(slices.Clip(roundKeys), bad)
 				}
 				var ds [][]redlimit.Request
 				var peek []bool
@@ -207,31 +224,29 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 						}
 					}
 				}
-				got, err := batched.DecideMixedBatch(ctx, ds, peek, true)
-				if err != nil {
-					t.Fatalf("seed %d, round %d: %v", seed, round, err)
-				}
+				got, errs := batched.DecideMixedBatchEach(ctx, ds, peek, true)
 				for i, reqs := range ds {
 					var want []redlimit.Result
+					var err error
 					switch {
 					case len(reqs) > 1 || reqs[0].Debit:
-						dec, err := alone.AllowAll(ctx, reqs)
-						if err != nil {
-							t.Fatal(err)
-						}
+						var dec redlimit.Decision
+						dec, err = alone.AllowAll(ctx, reqs)
 						want = dec.Results
 					case peek[i]:
-						r, err := alone.Peek(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
-						if err != nil {
-							t.Fatal(err)
-						}
+						var r redlimit.Result
+						r, err = alone.Peek(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
 						want = []redlimit.Result{r}
 					default:
-						r, err := alone.AllowN(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
-						if err != nil {
-							t.Fatal(err)
-						}
+						var r redlimit.Result
+						r, err = alone.AllowN(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].Cost)
 						want = []redlimit.Result{r}
+					}
+					if err != nil || errs[i] != nil {
+						if !errors.Is(err, redlimit.ErrKeyState) || !errors.Is(errs[i], redlimit.ErrKeyState) || reqs[0].Key != bad {
+							t.Fatalf("seed %d, round %d, decision %d (%+v): batch %v, one by one %v; want ErrKeyState on %q only", seed, round, i, reqs, errs[i], err, bad)
+						}
+						continue
 					}
 					if !slices.Equal(got[i], want) {
 						t.Fatalf("seed %d, round %d, decision %d of %d (%+v, peek %v): batch %+v, one by one %+v", seed, round, i, len(ds), reqs, peek[i], got[i], want)
@@ -241,6 +256,9 @@ func TestMixedBatchesMatchCallsOneByOne(t *testing.T) {
 					for _, key := range roundKeys {
 						g, err1 := batched.Peek(ctx, key, l, 1)
 						w, err2 := alone.Peek(ctx, key, l, 1)
+						if key == bad && errors.Is(err1, redlimit.ErrKeyState) && errors.Is(err2, redlimit.ErrKeyState) {
+							continue
+						}
 						if err1 != nil || err2 != nil || g != w {
 							t.Fatalf("seed %d, round %d: %s %s after the batch: %+v (%v), one by one %+v (%v)", seed, round, key, l, g, err1, w, err2)
 						}

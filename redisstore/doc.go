@@ -13,8 +13,9 @@
 // concurrent decisions auto-pipelined. [NewGoRedis] takes a go-redis
 // [redis.UniversalClient] the application already has: a *redis.Client
 // (standalone or failover), a *redis.ClusterClient or a *redis.Ring. The
-// caller owns the client and closes it; the [Store] holds nothing else and
-// needs no Close.
+// caller owns the client and closes it, after [Store.Close]. Close waits
+// for the refunds still running and ends the goroutines that send batches.
+// A Store from [Open] owns its client, and its Close closes it.
 //
 // Redis 6.2 and later are supported; the tests run on Redis 7.0, standalone
 // and as a Cluster, through both client libraries.
@@ -43,8 +44,8 @@
 //
 // # Batching
 //
-// Decisions (AllowN, Peek, AllowAll) bound for one server that arrive
-// while a call to it is in flight go together in the next call, which
+// Decisions (AllowN, Peek, AllowAll; not Admit) bound for one server that
+// arrive while a call to it is in flight go together in the next call, which
 // decides them one after another in arrival order at one instant, with the
 // same answers as calls of their own at that instant; single-limit
 // decisions on one key read and write the key once, and identical ones (a
@@ -53,6 +54,10 @@
 // nothing in flight is sent at once; the next call goes when the one in
 // flight answers, or beside it once half the decisions in play wait (two
 // calls in flight at most). See [WithBatching].
+//
+// Each decision in a batch succeeds or fails alone. A key of another type
+// (WRONGTYPE), or state the script cannot parse, fails its own decision
+// with [redlimit.ErrKeyState], batched or not, and writes nothing for it.
 //
 // On Redis Cluster (7 or later) a batch takes the decisions of one node,
 // whatever their slots, in one call sent to that node with the keys in

@@ -42,6 +42,18 @@ func (s *Store) BatchState() (inflight, waiting, flying int) {
 	return b.inflight, waiting, b.flying
 }
 
+// BatchQueueLen returns how many decisions the standalone batcher's queue
+// holds, given up or not.
+func (s *Store) BatchQueueLen() int {
+	b := s.batches.one
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
+
 // WithBatchScriptAlways makes every AllowN and Peek run the batch script,
 // as a batch of one, so that sequential tests check it against the other
 // stores.
@@ -78,6 +90,17 @@ func (s *Store) DecideBatch(ctx context.Context, reqs []redlimit.Request, peek [
 // the keys in ARGV, and falls back slot by slot where the node does not
 // serve a key; without, every key must be in one slot.
 func (s *Store) DecideMixedBatch(ctx context.Context, ds [][]redlimit.Request, peek []bool, onNode bool) ([][]redlimit.Result, error) {
+	out, errs := s.DecideMixedBatchEach(ctx, ds, peek, onNode)
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DecideMixedBatchEach is DecideMixedBatch with each decision's error.
+func (s *Store) DecideMixedBatchEach(ctx context.Context, ds [][]redlimit.Request, peek []bool, onNode bool) ([][]redlimit.Result, []error) {
 	batch := make([]*pending, len(ds))
 	for i, reqs := range ds {
 		op := opAllow
@@ -92,9 +115,10 @@ func (s *Store) DecideMixedBatch(ctx context.Context, ds [][]redlimit.Request, p
 	}
 	s.sendBatch(ctx, batch, s.scriptTime(), node)
 	out := make([][]redlimit.Result, len(ds))
+	errs := make([]error, len(ds))
 	for i, p := range batch {
-		if p.out.err != nil {
-			return nil, p.out.err
+		if errs[i] = p.out.err; errs[i] != nil {
+			continue
 		}
 		if p.reqs == nil {
 			out[i] = []redlimit.Result{p.out.res}
@@ -102,7 +126,7 @@ func (s *Store) DecideMixedBatch(ctx context.Context, ds [][]redlimit.Request, p
 			out[i] = p.out.results
 		}
 	}
-	return out, nil
+	return out, errs
 }
 
 // DecisionArgs returns the keys and arguments with which AllowAll (op

@@ -40,12 +40,14 @@ type RegistryOptions struct {
 // Each node's entry lasts its own TTL, so nodes with different intervals
 // count each other. When a heartbeat finds this node missing from the
 // registry (Redis restarted empty or failed over to a replica that lost it,
-// the registry was deleted, Redis's clock jumped past the TTL, or this
-// node's heartbeats failed for longer than its TTL), the other nodes may not
-// have beaten again yet: until Redis has answered this node's heartbeats
-// for one TTL from then, the count does not drop below the one held before,
-// so that an outage right after cannot leave this node counting itself
-// alone and taking the whole limit as its share. (This assumes the other
+// the registry was deleted, or Redis's clock jumped past the TTL), or
+// follows a heartbeat that failed, the other nodes may not have beaten
+// again yet. Until Redis has answered this node's heartbeats for one TTL
+// from then, the count does not drop below the one held before. An outage
+// right after then cannot leave this node counting itself alone and
+// taking the whole limit as its share. A failed heartbeat counts because
+// Redis may run it late, after a hang: it puts this node back, and the
+// next heartbeat no longer finds it missing. (This assumes the other
 // nodes beat at least once per this node's TTL.)
 type Registry struct {
 	s     *Store
@@ -59,7 +61,7 @@ type Registry struct {
 	// Written by the heartbeats, which run one at a time.
 	joined      bool      // a heartbeat has succeeded
 	interrupted bool      // the last heartbeat failed
-	floor       int64     // 0, or the count held when the registry was found lost
+	floor       int64     // 0, or the count held when the count was last in doubt
 	floorUntil  time.Time // until when the count stays at least floor
 }
 
@@ -105,8 +107,8 @@ func (s *Store) Register(ctx context.Context, opts RegistryOptions) (*Registry, 
 
 // Nodes returns the number of live nodes as last seen, at least 1. While
 // Redis cannot be reached it keeps the last count it saw. After the registry
-// was found lost, it is at least the count held before until Redis has
-// answered for one TTL.
+// was found lost, or a heartbeat failed, it is at least the count held
+// before until Redis has answered for one TTL.
 func (r *Registry) Nodes() int { return int(r.nodes.Load()) }
 
 // ID returns this node's id.
@@ -161,13 +163,9 @@ func (r *Registry) beat(ctx context.Context, op string) error {
 // count takes n, the live nodes a heartbeat read at now, added telling
 // whether it found this node missing.
 func (r *Registry) count(n int64, added bool, now time.Time) {
-	switch {
-	case added && r.joined:
-		// The registry was lost: the others may not have beaten since.
+	if r.joined && (added || r.interrupted) {
+		// The others may not have beaten since: keep the count a TTL.
 		r.floor, r.floorUntil = r.nodes.Load(), now.Add(r.opts.TTL)
-	case r.floor > 0 && r.interrupted:
-		// Redis was away meanwhile: the others get a whole TTL again.
-		r.floorUntil = now.Add(r.opts.TTL)
 	}
 	r.joined, r.interrupted = true, false
 	if r.floor > 0 {

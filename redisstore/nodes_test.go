@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +20,8 @@ import (
 // nothing, and its key prefix.
 func registryStore(t *testing.T, srv *redistest.Server) (*redisstore.Store, string) {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, DisableRetry: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	prefix := fmt.Sprintf("n%x:", rand.Uint64())
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, prefix
+	return registryStoreWithPrefix(t, srv, prefix), prefix
 }
 
 func register(t *testing.T, s *redisstore.Store, opts redisstore.RegistryOptions) *redisstore.Registry {
@@ -190,5 +182,124 @@ func TestRegistryOptionsBounds(t *testing.T) {
 	r := register(t, s, redisstore.RegistryOptions{Interval: time.Millisecond, TTL: 2 * time.Millisecond})
 	if r.Nodes() < 1 {
 		t.Fatalf("%d nodes", r.Nodes())
+	}
+}
+
+// TestRegistryCountAfterHang: Redis hangs longer than the heartbeat TTL,
+// then resumes. The heartbeats that timed out during the hang run on
+// resume and put each node back, so a node's next beat does not find
+// itself missing. Still no node may count fewer than the 4 there are,
+// before or after every node has beaten again.
+func TestRegistryCountAfterHang(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	_, prefix := registryStore(t, srv)
+	var regs []*redisstore.Registry
+	for i := range 4 {
+		if i > 0 {
+			time.Sleep(70 * time.Millisecond) // heartbeats spread over the interval
+		}
+		s := registryStoreWithPrefix(t, srv, prefix)
+		regs = append(regs, register(t, s, redisstore.RegistryOptions{Interval: 300 * time.Millisecond}))
+	}
+	if !waitNodes(3*time.Second, 4, regs...) {
+		t.Fatalf("nodes never all 4")
+	}
+	// Which heartbeats run on resume, and in what order, varies: a
+	// round or two of six have shown the drop.
+	for round := range 6 {
+		// SIGSTOP of the server this test started: 2 s, over twice the TTL.
+		if err := srv.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		if err := srv.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		// Every node beats several times within this.
+		lowest := []int{4, 4, 4, 4}
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for i, r := range regs {
+				lowest[i] = min(lowest[i], r.Nodes())
+			}
+		}
+		if lowest[0]+lowest[1]+lowest[2]+lowest[3] != 16 {
+			t.Fatalf("round %d: after Redis hung 2 s (TTL 900 ms), the 4 live nodes counted as few as %v", round, lowest)
+		}
+	}
+}
+
+// registryStoreWithPrefix returns a store on srv with its own client that
+// retries nothing, and the key prefix prefix: another node of one registry.
+func registryStoreWithPrefix(t *testing.T, srv *redistest.Server, prefix string) *redisstore.Store {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true, DisableRetry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRegistryCountThroughFaults is the registry's fault generator: 4
+// nodes, and a random sequence of steps that each hang Redis (SIGSTOP or
+// DEBUG SLEEP, shorter or longer than the TTL), restart it empty, or
+// delete the registry. After each step, while every node beats again, no
+// node may count fewer than the 4 there are.
+func TestRegistryCountThroughFaults(t *testing.T) {
+	t.Parallel()
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 0))
+	srv := redistest.Start(t, "--enable-debug-command", "yes")
+	_, prefix := registryStore(t, srv)
+	const interval = 300 * time.Millisecond // TTL 900 ms
+	var regs []*redisstore.Registry
+	for range 4 {
+		time.Sleep(time.Duration(rng.IntN(int(interval/time.Millisecond))) * time.Millisecond)
+		s := registryStoreWithPrefix(t, srv, prefix)
+		regs = append(regs, register(t, s, redisstore.RegistryOptions{Interval: interval}))
+	}
+	if !waitNodes(3*time.Second, 4, regs...) {
+		t.Fatalf("nodes never all 4")
+	}
+	var steps []string
+	for range 6 {
+		hang := time.Duration(200+rng.IntN(2300)) * time.Millisecond
+		var step string
+		var err error
+		switch rng.IntN(4) {
+		case 0:
+			step = "SIGSTOP " + hang.String()
+			if err = srv.Pause(); err == nil {
+				time.Sleep(hang)
+				err = srv.Resume()
+			}
+		case 1:
+			step = "DEBUG SLEEP " + hang.String()
+			_, err = srv.Do("DEBUG", "SLEEP", strconv.FormatFloat(hang.Seconds(), 'f', 3, 64))
+		case 2:
+			step = "restart empty"
+			err = srv.Restart()
+		case 3:
+			step = "registry deleted"
+			_, err = srv.Do("DEL", prefix+"{nodes}")
+		}
+		steps = append(steps, step)
+		if err != nil {
+			t.Fatalf("seed %d, steps %q: %v", seed, steps, err)
+		}
+		lowest := []int{4, 4, 4, 4}
+		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			for i, r := range regs {
+				lowest[i] = min(lowest[i], r.Nodes())
+			}
+		}
+		if lowest[0]+lowest[1]+lowest[2]+lowest[3] != 16 {
+			t.Fatalf("seed %d, steps %q: the 4 live nodes counted as few as %v after the last step", seed, steps, lowest)
+		}
 	}
 }

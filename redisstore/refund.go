@@ -53,17 +53,18 @@ import (
 // finds it stricter.
 //
 // A Reset of the key after the decision has given the request's cost back
-// already: the reset's tombstone (lua/decide.lua) makes a [Store.Refund]
-// give nothing back. So does a request whose mark has passed: its state
-// has expired.
+// already: the reset's tombstone holds a new generation of the key, not
+// the one the admission found (recs, lua/decide.lua), and a
+// [Store.Refund] gives nothing back, whatever the clocks. So does a
+// request whose mark has passed: its state has expired.
 //
 // back, if not nil, says how much of each request's cost to give back
-// (see [Store.Refund]), and recs then holds two values per request, what
+// (see [Store.Refund]), and recs then holds recsPer values per request, what
 // Admit's reply gave its Grant (see receipt); nil gives back all of it,
 // for the refund of a group right after another group denied, which takes
 // no heed of resets and needs no recs.
 func (s *Store) refund(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result, at int64, recs, back []int64) error {
-	if len(results) != len(reqs) || back != nil && len(recs) != 2*len(reqs) {
+	if len(results) != len(reqs) || back != nil && len(recs) != recsPer*len(reqs) {
 		return fmt.Errorf("redisstore: refund: %d results and %d records for %d requests", len(results), len(recs), len(reqs))
 	}
 	op := opRefund
@@ -72,7 +73,7 @@ func (s *Store) refund(ctx context.Context, reqs []redlimit.Request, results []r
 	}
 	keys := make([]string, 0, len(reqs))
 	args := append(make([]string, 0, 4+9*len(reqs)), op, s.scriptTime(), s.margin, strconv.FormatInt(at, 10))
-	var tail []string // giveback: two values per key, after the seven of every key
+	var tail []string // giveback: recsPer values per key, after the seven of every key
 	for i, r := range reqs {
 		if !results[i].Allowed || r.Debit {
 			continue
@@ -86,7 +87,9 @@ func (s *Store) refund(ctx context.Context, reqs []redlimit.Request, results []r
 		keys = append(keys, s.key(hashTag(r.Key), r.Limit))
 		args = append(appendLimitArgs(args, r), strconv.FormatInt(at+results[i].ResetAfter.Microseconds(), 10))
 		if back != nil {
-			tail = append(tail, strconv.FormatInt(recs[2*i], 10), strconv.FormatInt(recs[2*i+1], 10))
+			for _, v := range recs[recsPer*i : recsPer*(i+1)] {
+				tail = append(tail, strconv.FormatInt(v, 10))
+			}
 		}
 	}
 	if len(keys) == 0 {
@@ -114,7 +117,7 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 	if err := redlimit.ValidateRequests(reqs); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	rc := &receipt{at: make([]int64, len(reqs)), recs: make([]int64, 2*len(reqs))}
+	rc := &receipt{at: make([]int64, len(reqs)), recs: make([]int64, recsPer*len(reqs))}
 	var d redlimit.Decision
 	var err error
 	if groups := s.groups(reqs); len(groups) > 1 {
@@ -134,16 +137,20 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 }
 
 // receipt is the Receipt of the Store's Grants: the time in µs each
-// request was decided at, and two values per request: for a token bucket,
-// the given and epoch of the refund record its admission left in the key
-// (lua/token_bucket.lua); 0 and 0 otherwise.
+// request was decided at, and recsPer values per request: for a token
+// bucket, the given and epoch of the refund record its admission left in
+// the key (lua/token_bucket.lua), 0 and 0 otherwise; then the key's reset
+// generation at the admission (lua/decide.lua).
 type receipt struct {
 	at, recs []int64
 }
 
+// recsPer is how many values of receipt.recs each request has.
+const recsPer = 3
+
 // admitGroup is decideGroup with opAllow for Admit: one script call with
 // opAdmit, never batched, which gives each token bucket it counts an
-// admission in a refund record, and fills recs with two values per
+// admission in a refund record, and fills recs with recsPer values per
 // request, as receipt says.
 func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result, recs []int64) (allowed bool, at int64, err error) {
 	reply, err := s.callScript(ctx, opAdmit, reqs)
@@ -151,7 +158,7 @@ func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results
 		return false, 0, err
 	}
 	n := 1 + 4*len(reqs)
-	if len(reply) != n+2*len(reqs) || len(recs) != 2*len(reqs) {
+	if len(reply) != n+recsPer*len(reqs) || len(recs) != recsPer*len(reqs) {
 		return false, 0, fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(reqs))
 	}
 	copy(recs, reply[n:])
@@ -179,7 +186,7 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 		return fmt.Errorf("redisstore: refund: %w", err)
 	}
 	rc, ok := g.Receipt.(*receipt)
-	if !ok || len(rc.at) != len(g.Requests) || len(rc.recs) != 2*len(g.Requests) {
+	if !ok || len(rc.at) != len(g.Requests) || len(rc.recs) != recsPer*len(g.Requests) {
 		return fmt.Errorf("redisstore: refund: %w: not made by a redisstore.Store", redlimit.ErrInvalidGrant)
 	}
 	if !g.Allowed {
@@ -192,11 +199,11 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 		reqs := make([]redlimit.Request, len(idx))
 		results := make([]redlimit.Result, len(idx))
 		amounts := make([]int64, len(idx))
-		recs := make([]int64, 2*len(idx))
+		recs := make([]int64, recsPer*len(idx))
 		var units int64
 		for j, i := range idx {
 			reqs[j], results[j], amounts[j] = g.Requests[i], g.Results[i], back[i]
-			recs[2*j], recs[2*j+1] = rc.recs[2*i], rc.recs[2*i+1]
+			copy(recs[recsPer*j:recsPer*(j+1)], rc.recs[recsPer*i:recsPer*(i+1)])
 			if results[j].Allowed && !reqs[j].Debit {
 				units += back[i]
 			}

@@ -93,7 +93,7 @@ func (s *Store) allowShardedAt(ctx context.Context, reqs []redlimit.Request, idx
 		}
 		go func() {
 			if rc != nil {
-				g.recs = make([]int64, 2*len(g.reqs))
+				g.recs = make([]int64, recsPer*len(g.reqs))
 				g.allowed, g.at, g.err = s.admitGroup(ctx, g.reqs, g.results, g.recs)
 			} else {
 				g.allowed, g.at, g.err = s.decideGroup(ctx, opAllow, g.reqs, g.results)
@@ -186,7 +186,7 @@ wait:
 				d.Results[i] = g.results[j]
 				if rc != nil {
 					rc.at[i] = g.at
-					rc.recs[2*i], rc.recs[2*i+1] = g.recs[2*j], g.recs[2*j+1]
+					copy(rc.recs[recsPer*i:recsPer*(i+1)], g.recs[recsPer*j:recsPer*(j+1)])
 				}
 			}
 		}

@@ -241,6 +241,8 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errCallerGone
+	case errors.Is(err, redlimit.ErrKeyState):
+		return err // the key's, not the store's
 	case c.held != nil && c.held.Load():
 		return fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
 	case budget < minBudget && budget < l.timeout && errors.Is(err, context.DeadlineExceeded):

@@ -23,6 +23,10 @@
 //     share, starting from what the store last said), [redlimit.FailOpen]
 //     or [redlimit.FailClosed].
 //
+// A key whose state the store cannot use ([redlimit.ErrKeyState]) fails
+// that decision with the error. It is not a store failure: no policy
+// answers it, and the breaker does not count it.
+//
 // What the local fallback admitted is owed to the store and charged to it
 // once it answers again ([Limiter.Reconciliation]). Every [redlimit.Result]
 // says which path decided it. docs/RELIABILITY.md gives the guarantees and

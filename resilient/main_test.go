@@ -36,9 +36,7 @@ func (c *counting) AllowAll(ctx context.Context, reqs []redlimit.Request) (redli
 }
 
 // fixedNodes is a NodeCounter with a set count.
-type fixedNodes int
-
-func (n fixedNodes) Nodes() int { return int(n) }
+type fixedNodes = resilient.FixedNodes
 
 // redisStore returns a store on srv with a client of its own and a fresh
 // prefix. The client retries nothing, so a dead server fails fast.

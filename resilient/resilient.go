@@ -126,7 +126,9 @@ type Options struct {
 	// deadline and cancellation. Default: a memory store the Limiter owns.
 	Fallback redlimit.Limiter
 	// Nodes counts the nodes sharing the limits, to size this node's share
-	// of a limit in the fallback. Default: one node.
+	// of a limit in the fallback. Default: one node, which lets N nodes
+	// admit N times a limit in an outage; New logs a warning then. Use a
+	// redisstore.Registry ([Open] does), or [FixedNodes].
 	Nodes NodeCounter
 	// Logger receives breaker changes and failures; default slog.Default().
 	Logger *slog.Logger
@@ -180,7 +182,8 @@ type Limiter struct {
 	recMu       sync.Mutex    // guards closed and recWG.Add
 	closed      bool
 	recWG       sync.WaitGroup
-	quit        chan struct{} // closed by Close
+	quit        chan struct{}  // closed by Close
+	owned       []func() error // closed by Close after the Limiter, in order (see Open)
 }
 
 var _ redlimit.Limiter = (*Limiter)(nil)
@@ -224,7 +227,8 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 	// read earlier than, stepped back.
 	l.settleUntil.Store(math.MinInt64)
 	if l.nodes == nil {
-		l.nodes = oneNode{}
+		l.nodes = FixedNodes(1)
+		l.log.Warn("redlimit: resilient.Options.Nodes is not set: each node takes a whole limit when a limit fails local, so N nodes admit N times it in an outage; set Nodes to a redisstore Registry (resilient.Open does) or to resilient.FixedNodes")
 	}
 	if opts.DenyCacheSize >= 0 {
 		l.deny = newDenyCache(cmp.Or(opts.DenyCacheSize, DefaultDenyCacheSize), cmp.Or(opts.CacheBytes, DefaultCacheBytes))
@@ -280,33 +284,36 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			}
 		},
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld)
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || errors.Is(err, redlimit.ErrKeyState)
 		},
 	})
 	return l, nil
 }
 
-type oneNode struct{}
-
-func (oneNode) Nodes() int { return 1 }
-
 // Close releases the fallback store the Limiter made and the goroutines
 // kept for calls to the store, after the charge being made, if any, has
 // ended (within Options.Timeout); what is still owed is not charged. It
-// does not close the store it wraps.
+// closes the store it wraps only when [Open] opened it.
 func (l *Limiter) Close() error {
 	l.recMu.Lock()
-	if !l.closed {
+	first := !l.closed
+	if first {
 		l.closed = true
 		close(l.quit)
 	}
 	l.recMu.Unlock()
 	l.recWG.Wait()
 	l.workers.close()
+	var errs []error
 	if l.ownsFB != nil {
-		return l.ownsFB.Close()
+		errs = append(errs, l.ownsFB.Close())
 	}
-	return nil
+	if first {
+		for _, c := range l.owned {
+			errs = append(errs, c())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // BreakerState returns the circuit breaker's state: "closed" (the store is
@@ -389,6 +396,10 @@ func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit b
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		// The key's own error, not the store's: no policy answers it.
+		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	if shared != nil {
@@ -688,6 +699,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	}
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
+	}
+	if errors.Is(err, redlimit.ErrKeyState) {
+		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
 	switch limit.Failure {

@@ -4,7 +4,7 @@
 // all decided together in one call to the store.
 //
 //	go run ./examples/api                              # in-memory store
-//	go run ./examples/api -redis 127.0.0.1:6379        # shared Redis store
+//	go run ./examples/api -redis redis://127.0.0.1:6379  # shared Redis store
 //	curl -i -H 'X-API-Key: alice-key' http://127.0.0.1:8080/v1/items
 //
 // See README.md beside this file.
@@ -24,16 +24,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/resilient"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
-	redisAddr := flag.String("redis", "", "Redis `host:port` to keep the limits in (default: in process memory)")
+	redisURL := flag.String("redis", "", "Redis `URL` to keep the limits in, as redis://host:port (default: in process memory)")
 	prefix := flag.String("prefix", redisstore.DefaultPrefix, "prefix of the Redis keys")
 	trust := flag.String("trust", "", "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For is believed")
 	shadow := flag.Bool("shadow-writes", false, "run the writes limit as a dry run: log, never deny")
@@ -51,14 +50,14 @@ func main() {
 		}
 		cfg.trusted = append(cfg.trusted, p)
 	}
-	if err := run(*addr, *redisAddr, *prefix, cfg); err != nil {
+	if err := run(*addr, *redisURL, *prefix, cfg); err != nil {
 		slog.Error("api", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, redisAddr, prefix string, cfg config) error {
-	lim, closeStore, err := openStore(redisAddr, prefix)
+func run(addr, redisURL, prefix string, cfg config) error {
+	lim, closeStore, err := openStore(redisURL, prefix)
 	if err != nil {
 		return err
 	}
@@ -88,10 +87,10 @@ func run(addr, redisAddr, prefix string, cfg config) error {
 	return nil
 }
 
-// openStore returns the memory store, or a Redis store (rueidis client) when
-// redisAddr is set, and a function that releases it.
-func openStore(redisAddr, prefix string) (redlimit.Limiter, func(), error) {
-	if redisAddr == "" {
+// openStore returns the memory store, or a resilient Limiter on Redis when
+// redisURL is set, and a function that releases it.
+func openStore(redisURL, prefix string) (redlimit.Limiter, func(), error) {
+	if redisURL == "" {
 		s, err := memory.New()
 		if err != nil {
 			return nil, nil, err
@@ -99,15 +98,12 @@ func openStore(redisAddr, prefix string) (redlimit.Limiter, func(), error) {
 		slog.Info("store=memory (no -redis given)")
 		return s, func() { s.Close() }, nil
 	}
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{redisAddr}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := resilient.Open(ctx, redisURL, resilient.Options{}, redisstore.WithPrefix(prefix))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to Redis at %s: %w", redisAddr, err)
-	}
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix))
-	if err != nil {
-		c.Close()
 		return nil, nil, err
 	}
-	slog.Info("store=redis", "addr", redisAddr, "prefix", prefix)
-	return s, c.Close, nil
+	slog.Info("store=redis", "redis", redisstore.Redacted(redisURL), "prefix", prefix)
+	return l, func() { l.Close() }, nil
 }

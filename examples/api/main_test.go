@@ -198,7 +198,7 @@ func TestCRUD(t *testing.T) {
 // limit allows all get through, some after waiting.
 func TestRedisWithBackoffClient(t *testing.T) {
 	t.Parallel()
-	lim, closeStore, err := openStore(redistest.Shared(t).Addr(), fmt.Sprintf("api-t%x:", rand.Uint64()))
+	lim, closeStore, err := openStore("redis://"+redistest.Shared(t).Addr(), fmt.Sprintf("api-t%x:", rand.Uint64()))
 	if err != nil {
 		t.Fatal(err)
 	}

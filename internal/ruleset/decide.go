@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/shadow"
 	"github.com/redlimit/redlimit/ratelimitfield"
+	"github.com/redlimit/redlimit/shadow"
 )
 
 // Applied is a rule that applies to one request, with its limiter key.
@@ -38,15 +38,17 @@ type Verdict[R any] struct {
 // rules apply, a failure is logged instead and the request allowed.
 func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Logger, applied []Applied[R], attrs []slog.Attr) (Verdict[R], error) {
 	reqs := make([]redlimit.Request, len(applied))
-	inShadow := make([]bool, len(applied))
+	roles := make([]shadow.Role, len(applied))
 	onlyShadow := true
 	for i, a := range applied {
 		reqs[i] = redlimit.Request{Key: a.Key, Limit: a.Rule.Limit, Cost: a.Rule.Cost}
-		inShadow[i] = a.Rule.Shadow
+		if a.Rule.Shadow {
+			roles[i] = shadow.Shadow
+		}
 		onlyShadow = onlyShadow && a.Rule.Shadow
 	}
 	attrs = slices.Clip(attrs) // each append below makes its own copy
-	d, err := shadow.Decide(ctx, lim, reqs, inShadow)
+	d, err := shadow.Decide(ctx, lim, reqs, roles)
 	if err != nil {
 		if !onlyShadow {
 			return Verdict[R]{Applied: applied}, err
@@ -55,7 +57,7 @@ func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Log
 		return Verdict[R]{Applied: applied, Allowed: true}, nil
 	}
 	for i, a := range applied {
-		if res := d.Results[i]; a.Rule.Shadow && !res.Allowed && res.Source != redlimit.Undecided {
+		if res := d.Results[i]; a.Rule.Shadow && res.Denied() {
 			log.LogAttrs(ctx, slog.LevelInfo, s.kind.Pkg+": shadow rule would deny", append(attrs,
 				slog.String("rule", a.Rule.Name),
 				slog.String("limit", a.Rule.Limit.String()),
@@ -91,7 +93,7 @@ func (v *Verdict[R]) Denied() (denied []int, worst int) {
 		return nil, worst
 	}
 	for i, a := range v.Applied {
-		if r := v.Results[i]; a.Rule.Shadow || r.Allowed || r.Source == redlimit.Undecided {
+		if a.Rule.Shadow || !v.Results[i].Denied() {
 			continue
 		}
 		denied = append(denied, i)

@@ -1,7 +1,7 @@
 // Package ruleset is the rule engine that httplimit and grpclimit share:
 // named rules with a key function over the request type R, their validation,
 // the keying of one request, its decision (enforced and shadow rules as
-// package internal/shadow decides them), the key function combinators
+// package shadow decides them), the key function combinators
 // [Compose], [Or] and [Hashed], [ErrNoKey] and the user in a context.
 //
 // R is *http.Request for httplimit and the context and method of a call for

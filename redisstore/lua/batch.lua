@@ -34,7 +34,10 @@
 -- reply costs Redis about 500 instructions); of a run of m > 1, segments
 -- covering its m decisions in order (see run_entry); of several limits, per
 -- limit, allowed (1/0), remaining, retry-after and reset-after: the
--- replies of the scripts alone, without their now. }
+-- replies of the scripts alone, without their now; an entry that failed
+-- on its key answers nothing here. Then, per entry that failed, in order,
+-- its number and the kind of failure (see key_failure); last, how many
+-- entries failed. }
 --
 -- Keys in ARGV are keys Redis did not check before the script ran, and a
 -- script that fails halfway keeps what it wrote: so before anything else,
@@ -253,27 +256,43 @@ local function run_log(key, i, e, W)
   if add > 0 then log_append(key, W, total, newest, top, t, add, first, later) end
 end
 
+-- fails lists the entries that failed on their key (key_failure), each
+-- with its kind; they answer nothing in out. An entry fails alone, and
+-- writes nothing: every path reads its keys before it writes.
+local fails = {}
+local function failed(i, e, o0, err)
+  local kind = key_failure(err)
+  for x = o0 + 1, #out do out[x] = nil end
+  o = o0
+  for k = i, e do
+    fails[#fails + 1] = k
+    fails[#fails + 1] = kind
+  end
+end
+
 local i = 1
 while i <= d do
-  local l = dec[i]
+  local l, o0 = dec[i], o
   if l == SEVERAL then
     if decide_several == nil then decide_several = load_several() end
-    decide_several(true, keys, kat[i] - 1, tonumber(ARGV[at[i]]), ARGV, at[i], out)
+    local fine, err = pcall(decide_several, true, keys, kat[i] - 1, tonumber(ARGV[at[i]]), ARGV, at[i], out)
     o = #out
+    if not fine then failed(i, i, o0, err) end
     i = i + 1
   else
     local key, alg = keys[kat[i]], salg[l]
     local e = i
     while e < d and dec[e + 1] ~= SEVERAL and keys[kat[e + 1]] == key and salg[dec[e + 1]] == alg do e = e + 1 end
     local run = e > i or rep[i] > 1
+    local fine, err = true, nil
     if run and alg == '1' then
-      run_windows(key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
+      fine, err = pcall(run_windows, key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
     elseif run and alg == '3' then
-      run_windows(key, i, e, sliding_window_check, SLIDING_WINDOW_SPAN)
+      fine, err = pcall(run_windows, key, i, e, sliding_window_check, SLIDING_WINDOW_SPAN)
     elseif run and alg == '4' then
-      run_bucket(key, i, e)
+      fine, err = pcall(run_bucket, key, i, e)
     elseif run and alg == '2' then
-      run_log(key, i, e, sW[l])
+      fine, err = pcall(run_log, key, i, e, sW[l])
     else
       if one == nil then
         local f1, f2, f3, f4 = load_one()
@@ -283,8 +302,10 @@ while i <= d do
       for k = i, e do
         local l = dec[k]
         -- put, inline.
-        local ok, rem, retry, reset = alone(key, sallow[l], sW[l], sL[l], sn[l], scost[l])
-        if ok then
+        local ok1, ok, rem, retry, reset = pcall(alone, key, sallow[l], sW[l], sL[l], sn[l], scost[l])
+        if not ok1 then
+          failed(k, k, o, ok)
+        elseif ok then
           out[o + 1], out[o + 2] = rem, reset
           o = o + 2
         else
@@ -293,7 +314,10 @@ while i <= d do
         end
       end
     end
+    if not fine then failed(i, e, o0, err) end
     i = e + 1
   end
 end
+for x = 1, #fails do out[o + x] = fails[x] end
+out[o + #fails + 1] = #fails / 2
 return out

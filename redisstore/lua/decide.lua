@@ -11,16 +11,18 @@
 -- decision time plus the reset-after its allow replied, an instant that
 -- says what the allow wrote (see redisstore/refund.go); otherwise 1 for a
 -- debit, 0 for an admission (refunds are of admissions only).
--- 'giveback' only: after the seven values of every key, two per key: for
--- a token bucket, the given and epoch of the refund record its admission
--- left (the 'admit' reply; see refund.lua).
+-- 'giveback' only: after the seven values of every key, three per key:
+-- for a token bucket, the given and epoch of the refund record its
+-- admission left (see refund.lua), then the key's reset generation at the
+-- admission (all three from the 'admit' reply).
 -- Reply: { now, then per key: allowed (1/0), remaining, retry-after µs
 -- (-1 for never), reset-after µs }; { now } for 'reset' and 'refund'.
 -- 'allow' counts the admissions only if every limit allows, and the
 -- debits whatever the others say (debit.lua). 'admit' is 'allow' for
 -- Store.Admit: it gives each token bucket it counts an admission in a
--- refund record (token_bucket.lua), and replies two more values per key
--- after the others: that record's given and epoch (see decide_limits).
+-- refund record (token_bucket.lua), and replies three more values per
+-- key after the others: that record's given and epoch, and the key's
+-- reset generation (see decide_limits).
 local op = ARGV[1]
 local admit = op == 'admit'
 if admit then op = 'allow' end
@@ -37,12 +39,17 @@ for i = 1, #KEYS do
   end
 end
 
--- A reset leaves a tombstone beside each key it deletes, holding its time,
--- for as long as a refund of a request decided before it could still find
--- a state to take from: the key's TTL, and at least the longest a request's
+-- A reset leaves a tombstone beside each key it deletes, holding the key's
+-- reset generation: a number each reset makes new, never 0 (no reset), for
+-- as long as a refund of a request decided before it could still find a
+-- state to take from: the key's TTL, and at least the longest a request's
 -- mark lies after its decision (two windows, or a token bucket's
--- tolerance). A refund of a request decided at or before it gives nothing
--- back: the reset gave the request's cost back already.
+-- tolerance). An admission records the generation it found; a refund
+-- gives back only in that generation: the reset gave the request's cost
+-- back already. Generations, not times, order resets and admissions, so
+-- clocks that differ or go back change nothing. A new generation is the
+-- last plus 1, or the reset's time when that is more, so that one made
+-- after a tombstone expired does not repeat an older one.
 if op == 'reset' then
   for i = 1, #KEYS do
     local j = first + (i - 1) * per
@@ -50,7 +57,9 @@ if op == 'reset' then
     if tonumber(ARGV[j + 1]) == TOKEN_BUCKET then span = tonumber(ARGV[j + 4]) * tonumber(ARGV[j + 5]) end
     local ttl, left = ms(span), redis.call('PTTL', KEYS[i])
     if left > tonumber(ttl) then ttl = str(left) end
-    redis.call('SET', KEYS[i] .. ':reset', str(now), 'PX', ttl)
+    local tomb = KEYS[i] .. ':reset'
+    local gen = math.max(tonumber(redis.call('GET', tomb) or '0') + 1, now)
+    redis.call('SET', tomb, str(gen), 'PX', ttl)
     redis.call('DEL', KEYS[i])
   end
   return { now }
@@ -58,19 +67,16 @@ end
 
 -- 'refund' (of an allowed group, right after another group denied) takes
 -- no heed of resets; 'giveback' (the Store's Refund, whenever the caller
--- calls it) gives nothing back after a reset at or after the decision's
--- time (at the same microsecond, the reset may have come after it; after a
--- clock that went back, a reset at a later time may have come before it:
--- nothing is given back either, the strict side).
+-- calls it) gives nothing back after a reset since the admission: the
+-- key's generation is not the one the admission found.
 if op == 'refund' or op == 'giveback' then
-  local at = tonumber(ARGV[4])
-  if op == 'refund' then at = math.huge end
   for i = 1, #KEYS do
     local j = first + (i - 1) * per
     local key, alg, W, n, mark = KEYS[i], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 6]), tonumber(ARGV[j + 7])
-    local reset = -1
-    if op == 'giveback' then reset = tonumber(redis.call('GET', key .. ':reset') or '-1') end
-    if reset >= at or mark <= now then
+    local r = first + per * #KEYS + 3 * i
+    local reset = false
+    if op == 'giveback' then reset = tonumber(redis.call('GET', key .. ':reset') or '0') ~= tonumber(ARGV[r]) end
+    if reset or mark <= now then
       -- Reset since the decision, or the request's state has expired.
     elseif alg == FIXED_WINDOW then
       windows_refund(key, W, FIXED_WINDOW_SPAN, n, mark)
@@ -81,13 +87,13 @@ if op == 'refund' or op == 'giveback' then
     elseif op == 'refund' then
       token_bucket_refund(key, now, tonumber(ARGV[j + 5]), n, mark)
     else
-      local r = first + per * #KEYS + 2 * i
-      token_bucket_giveback(key, now, tonumber(ARGV[j + 5]), n, mark, tonumber(ARGV[r - 1]), tonumber(ARGV[r]))
+      token_bucket_giveback(key, now, tonumber(ARGV[j + 5]), n, mark, tonumber(ARGV[r - 2]), tonumber(ARGV[r - 1]))
     end
   end
   return { now }
 end
 
 local out = { now }
-decide_limits(op == 'allow', KEYS, 0, #KEYS, ARGV, first, out, admit)
+local fine, e = pcall(decide_limits, op == 'allow', KEYS, 0, #KEYS, ARGV, first, out, admit)
+if not fine then return key_error(e) end
 return out

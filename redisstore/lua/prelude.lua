@@ -67,3 +67,26 @@ end
 -- Times are exact from the Unix epoch to 2^52 µs; a clock outside reads as
 -- the nearest bound, where time stands still (internal/micros).
 if now < 0 then now = 0 elseif now > 4503599627370496 then now = 4503599627370496 end
+
+-- key_failure returns the kind of error e, raised while deciding on one
+-- key: 1 for a key of another type (WRONGTYPE), 2 for state the script
+-- cannot parse (a Lua error, which names the script's line). Any other
+-- error is the server's (out of memory, a replica): it is raised again,
+-- and fails the call. Redis refuses those at a script's first write, so
+-- nothing is written yet. Redis raises a call's error as its text, or
+-- from 7.2 as a table.
+local function key_failure(e)
+  local m = e
+  if type(e) == 'table' then m = e.err end
+  m = tostring(m)
+  if string.sub(m, 1, 10) == 'WRONGTYPE ' then return 1 end
+  if type(e) == 'string' and string.find(m, '^user_script:%d+: ') then return 2 end
+  error(redis.error_reply(m))
+end
+
+-- key_error returns the error reply of a decision that failed with e on
+-- its key (key_failure): KEYSTATE, then e's message.
+local function key_error(e)
+  key_failure(e)
+  return redis.error_reply('KEYSTATE redlimit: ' .. tostring(type(e) == 'table' and e.err or e))
+end

@@ -28,9 +28,10 @@ end
 -- every limit allowed. The algorithms are checked by the caller. With
 -- admit (Store.Admit; with allow), each token bucket it counts an
 -- admission in gets a refund record if it has none (token_bucket.lua), and
--- two more values per limit follow all the others in out: for a token
--- bucket that counted the admission, its record's given and epoch; 0 and
--- 0 for the rest.
+-- three more values per limit follow all the others in out: for a token
+-- bucket that counted the admission, its record's given and epoch (0 and
+-- 0 for the rest), then the key's reset generation (decide.lua), 0 for
+-- none or a denial.
 local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
   -- Every limit is checked on the state read; writes[i] keeps what limit
   -- i's commit needs: for an admission, when all allow; for a debit,
@@ -128,6 +129,7 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
         out[#out + 1] = 0
         out[#out + 1] = 0
       end
+      out[#out + 1] = all and tonumber(redis.call('GET', keys[k0 + i] .. ':reset') or '0') or 0
     end
   end
   return all

@@ -13,6 +13,9 @@
 -- ARGV[5]: count (token bucket: burst).
 -- ARGV[6]: cost.
 -- Reply: { now, allowed (1/0), remaining, retry-after µs (-1 for never),
--- reset-after µs }: decide.lua's reply for one limit.
-local ok, rem, retry, reset = one(KEYS[1], ARGV[1] == 'allow', ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[6])
+-- reset-after µs }: decide.lua's reply for one limit. A key of another
+-- type, or state the script cannot parse, replies the error KEYSTATE.
+-- A key the decision cannot use replies KEYSTATE (see key_error).
+local fine, ok, rem, retry, reset = pcall(one, KEYS[1], ARGV[1] == 'allow', ARGV[4] + 0, ARGV[5] + 0, ARGV[6] + 0, ARGV[6])
+if not fine then return key_error(ok) end
 return { now, ok and 1 or 0, rem, retry, reset }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -200,3 +201,23 @@ func (d *describing) MustRegister(cs ...prometheus.Collector) {
 }
 
 func (d *describing) Unregister(prometheus.Collector) bool { return false }
+
+// TestSecurityNetworkPolicy checks that the NetworkPolicy docs/SECURITY.md
+// shows is the one service/deploy/kubernetes ships.
+func TestSecurityNetworkPolicy(t *testing.T) {
+	var shown []any
+	for _, b := range yamlBlocks(t, "../../docs/SECURITY.md") {
+		if get(b, "kind") == "NetworkPolicy" {
+			shown = append(shown, b)
+		}
+	}
+	if len(shown) != 1 {
+		t.Fatalf("docs/SECURITY.md shows %d NetworkPolicies, want 1", len(shown))
+	}
+	shipped := only(t, kustomized(t), "NetworkPolicy")
+	if got, want := get(shown[0], "spec"), get(shipped, "spec"); !reflect.DeepEqual(got, want) {
+		g, _ := yaml.Marshal(got)
+		w, _ := yaml.Marshal(want)
+		t.Errorf("docs/SECURITY.md's NetworkPolicy differs from the shipped one:\nshown:\n%s\nshipped:\n%s", g, w)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,10 +127,10 @@ func TestHelmLint(t *testing.T) {
 }
 
 // TestHelmTemplate checks what the chart renders: with its default values
-// and the release named redlimit, the objects of service/deploy/kubernetes, but
+// and the release named redlimit in the namespace redlimit, the objects of service/deploy/kubernetes, but
 // for Helm's labels; with other values, objects that pass the same checks.
 func TestHelmTemplate(t *testing.T) {
-	objs := render(t, helm(t, "template", "redlimit", chart))
+	objs := render(t, helm(t, "template", "redlimit", chart, "--namespace", "redlimit"))
 	checkManifests(t, objs)
 
 	raw := kustomized(t)
@@ -176,6 +177,20 @@ func TestHelmTemplate(t *testing.T) {
 	}
 	if sel := get(d, "spec", "selector", "matchLabels", "app.kubernetes.io/instance"); sel != "edge" {
 		t.Errorf("the selector does not name the release: %v", get(d, "spec", "selector"))
+	}
+	args := asList(get(d, "spec", "template", "spec", "containers", 0, "args"))
+	if !slices.Contains(args, any("--allowed-hosts=edge-redlimit,edge-redlimit.limits,edge-redlimit.limits.svc,edge-redlimit.limits.svc.cluster.local")) {
+		t.Errorf("args %v: want the Service's names in the release's namespace in --allowed-hosts", args)
+	}
+
+	// Other ports: the Prometheus annotation and the probes follow them.
+	d = only(t, render(t, helm(t, "template", "redlimit", chart, "--set", "service.httpPort=9090,probePort=9091")), "Deployment")
+	pod := get(d, "spec", "template")
+	if p := get(pod, "metadata", "annotations", "prometheus.io/port"); p != "9090" {
+		t.Errorf("service.httpPort 9090: prometheus.io/port %v", p)
+	}
+	if p := get(pod, "spec", "containers", 0, "ports", 2, "containerPort"); p != 9091 {
+		t.Errorf("probePort 9091: container port %v", p)
 	}
 }
 

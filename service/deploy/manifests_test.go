@@ -222,12 +222,17 @@ func checkManifests(t *testing.T, objs []object) {
 		name, _ := get(p, "name").(string)
 		ports[name], _ = get(p, "containerPort").(int)
 	}
-	if ports["grpc"] != 8081 || ports["http"] != 8080 || len(ports) != 2 {
-		t.Errorf("container ports %v, want grpc 8081 and http 8080", ports)
+	if ports["grpc"] != 8081 || ports["http"] != 8080 || ports["probe"] != 8082 || len(ports) != 3 {
+		t.Errorf("container ports %v, want grpc 8081, http 8080 and probe 8082", ports)
 	}
+	// The probes on the probe port, in plain HTTP: clients holding the
+	// HTTP port's connections cannot starve them.
 	for probe, path := range map[string]string{"readinessProbe": "/readyz", "livenessProbe": "/healthz", "startupProbe": "/healthz"} {
-		if get(c, probe, "httpGet", "path") != path || get(c, probe, "httpGet", "port") != "http" {
-			t.Errorf("%s: %v, want GET %s on the http port", probe, get(c, probe), path)
+		if get(c, probe, "httpGet", "path") != path || get(c, probe, "httpGet", "port") != "probe" {
+			t.Errorf("%s: %v, want GET %s on the probe port", probe, get(c, probe), path)
+		}
+		if s := get(c, probe, "httpGet", "scheme"); s != nil && s != "HTTP" {
+			t.Errorf("%s: scheme %v; the probe port serves plain HTTP", probe, s)
 		}
 		if s, _ := get(c, probe, "timeoutSeconds").(int); s < 2 {
 			t.Errorf("%s.timeoutSeconds %v: /readyz may take 1 s to ping Redis", probe, get(c, probe, "timeoutSeconds"))
@@ -245,10 +250,28 @@ func checkManifests(t *testing.T, objs []object) {
 	if get(c, "args", 0) != "serve" {
 		t.Errorf("args %v: want serve first", get(c, "args"))
 	}
-	for k, v := range map[string]string{"--grpc-addr": ":8081", "--http-addr": ":8080", "--dashboard": "false"} {
+	for k, v := range map[string]string{"--grpc-addr": ":8081", "--http-addr": ":8080", "--probe-addr": ":8082", "--dashboard": "false"} {
 		if args[k] != v {
 			t.Errorf("%s=%q, want %q", k, args[k], v)
 		}
+	}
+	// SECURITY.md's checklist: overrides refused (the Envoy configurations
+	// of OPERATIONS.md send none), and the names the HTTP port is reached
+	// by listed.
+	if o := args["--limit-overrides"]; o != "refuse" {
+		t.Errorf("--limit-overrides=%q, want refuse", o)
+	}
+	hosts := strings.Split(args["--allowed-hosts"], ",")
+	for _, s := range objs {
+		if s.kind() == "Service" && get(s, "spec", "clusterIP") != "None" && !slices.Contains(hosts, s.name()) {
+			t.Errorf("--allowed-hosts=%q: no %s, the Service's name (curl http://%s:8080/rules would get 421)", args["--allowed-hosts"], s.name(), s.name())
+		}
+	}
+	if slices.Contains(hosts, "*") {
+		t.Errorf("--allowed-hosts=%q: any Host", args["--allowed-hosts"])
+	}
+	if p := get(pod, "metadata", "annotations", "prometheus.io/port"); p != fmt.Sprint(ports["http"]) {
+		t.Errorf("prometheus.io/port %v, want the http port %d", p, ports["http"])
 	}
 	timeout, err := time.ParseDuration(args["--timeout"])
 	if err != nil || timeout <= 0 || timeout >= envoyTimeout {
@@ -337,12 +360,48 @@ func checkManifests(t *testing.T, objs []object) {
 		t.Errorf("want a Service with grpc 8081 and http 8080 (%v), and a headless one with grpc (%v)", full, headless)
 	}
 
+	checkNetworkPolicy(t, only(t, objs, "NetworkPolicy"), podLabels, ports)
+
 	pdb := only(t, objs, "PodDisruptionBudget")
 	if !selects(get(pdb, "spec", "selector", "matchLabels"), podLabels) {
 		t.Errorf("the PodDisruptionBudget does not select the pods")
 	}
 	if get(pdb, "spec", "maxUnavailable") != 1 {
 		t.Errorf("PodDisruptionBudget maxUnavailable %v, want 1", get(pdb, "spec", "maxUnavailable"))
+	}
+}
+
+// checkNetworkPolicy checks that np admits gRPC and HTTP from chosen peers
+// alone, and the probe port from none (the kubelet's probes come from the
+// node, which a policy does not stop).
+func checkNetworkPolicy(t *testing.T, np object, podLabels map[string]any, ports map[string]int) {
+	t.Helper()
+	if !selects(get(np, "spec", "podSelector", "matchLabels"), podLabels) {
+		t.Errorf("the NetworkPolicy does not select the pods")
+	}
+	if types := asList(get(np, "spec", "policyTypes")); !slices.Contains(types, any("Ingress")) {
+		t.Errorf("NetworkPolicy policyTypes %v: no Ingress", types)
+	}
+	opened := map[int]bool{}
+	for i, rule := range asList(get(np, "spec", "ingress")) {
+		if len(asList(get(rule, "from"))) == 0 {
+			t.Errorf("NetworkPolicy ingress %d admits any peer", i)
+		}
+		rulePorts := asList(get(rule, "ports"))
+		if len(rulePorts) == 0 {
+			t.Errorf("NetworkPolicy ingress %d admits every port", i)
+		}
+		for _, p := range rulePorts {
+			switch v := get(p, "port").(type) {
+			case int:
+				opened[v] = true
+			case string:
+				opened[ports[v]] = true
+			}
+		}
+	}
+	if !opened[ports["grpc"]] || !opened[ports["http"]] || opened[ports["probe"]] || len(opened) != 2 {
+		t.Errorf("NetworkPolicy opens ports %v; want grpc %d and http %d alone", opened, ports["grpc"], ports["http"])
 	}
 }
 

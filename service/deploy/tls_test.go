@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -105,7 +106,8 @@ func withTLSComponent(t *testing.T) []object {
 }
 
 // checkTLS checks that a Deployment mounts the TLS Secret secret whole and
-// read-only, points the TLS flags into it, and probes over HTTPS.
+// read-only, points the TLS flags into it, and has Prometheus scrape over
+// HTTPS; the probes stay on the plain probe port (checkManifests).
 func checkTLS(t *testing.T, objs []object, secret string, mutual bool) {
 	t.Helper()
 	checkManifests(t, objs)
@@ -143,11 +145,6 @@ func checkTLS(t *testing.T, objs []object, secret string, mutual bool) {
 	if !found {
 		t.Errorf("no volume tls of the Secret %s: %v", secret, get(spec, "volumes"))
 	}
-	for _, p := range []string{"startupProbe", "livenessProbe", "readinessProbe"} {
-		if s := get(c, p, "httpGet", "scheme"); s != "HTTPS" {
-			t.Errorf("%s: scheme %v, want HTTPS", p, s)
-		}
-	}
 	if s := get(d, "spec", "template", "metadata", "annotations", "prometheus.io/scheme"); s != "https" {
 		t.Errorf("prometheus.io/scheme %v, want https", s)
 	}
@@ -162,9 +159,10 @@ func TestKubernetesTLSComponent(t *testing.T) {
 // TestHelmTemplateTLS checks the chart with TLS and tracing on: with
 // tls.enabled and tls.clientAuth it renders service/deploy/kubernetes with its tls
 // component; tracing adds --tracing and the OTEL_* variables; tls.http
-// mtls, which would leave the probes without a certificate, is refused.
+// mtls needs tls.clientAuth; tls.http on or off in a values file (YAML
+// 1.1 booleans) is the mode named.
 func TestHelmTemplateTLS(t *testing.T) {
-	objs := render(t, helm(t, "template", "redlimit", chart, "--set", "tls.enabled=true,tls.clientAuth=true"))
+	objs := render(t, helm(t, "template", "redlimit", chart, "--namespace", "redlimit", "--set", "tls.enabled=true,tls.clientAuth=true"))
 	checkTLS(t, objs, "redlimit-tls", true)
 	got, want := normalize(only(t, objs, "Deployment")), normalize(only(t, withTLSComponent(t), "Deployment"))
 	if !reflect.DeepEqual(got, want) {
@@ -205,6 +203,24 @@ func TestHelmTemplateTLS(t *testing.T) {
 		t.Errorf("tls.secretName rls-cert not mounted")
 	}
 	if out, err := helmErr(t, "template", "redlimit", chart, "--set", "tls.enabled=true,tls.http=mtls"); err == nil || !strings.Contains(out, "tls.http") {
-		t.Errorf("tls.http=mtls rendered: %v\n%s", err, out)
+		t.Errorf("tls.http=mtls without tls.clientAuth rendered: %v\n%s", err, out)
+	}
+	objs = render(t, helm(t, "template", "redlimit", chart, "--set", "tls.enabled=true,tls.clientAuth=true,tls.http=mtls"))
+	checkManifests(t, objs)
+	if args := asList(get(only(t, objs, "Deployment"), "spec", "template", "spec", "containers", 0, "args")); !slices.Contains(args, any("--http-tls=mtls")) {
+		t.Errorf("tls.http=mtls: args %v", args)
+	}
+
+	// In a values file, YAML 1.1 reads off and on as booleans.
+	for value, want := range map[string]string{"off": "--http-tls=off", "on": "--http-tls=on"} {
+		values := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(values, []byte("tls:\n  enabled: true\n  http: "+value+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		objs := render(t, helm(t, "template", "redlimit", chart, "-f", values))
+		checkManifests(t, objs)
+		if args := asList(get(only(t, objs, "Deployment"), "spec", "template", "spec", "containers", 0, "args")); !slices.Contains(args, any(want)) {
+			t.Errorf("tls.http: %s in a values file: args %v, want %s", value, args, want)
+		}
 	}
 }

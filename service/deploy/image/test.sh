@@ -84,7 +84,7 @@ cfg=$($ctr inspect --type image --format '{{.Config.User}}|{{json .Config.Entryp
 IFS='|' read -r user entrypoint cmd env <<<"$cfg"
 check "runs as $USER_ID:$USER_ID (got $user)" [ "$user" = "$USER_ID:$USER_ID" ]
 check "entrypoint $entrypoint, cmd $cmd" test "$entrypoint" = '["/usr/local/bin/redlimit"]' -a "$cmd" = '["serve"]'
-check "listens on every interface by default" grep -q '"REDLIMIT_GRPC_ADDR=:8081","REDLIMIT_HTTP_ADDR=:8080"' <<<"$env"
+check "listens on every interface by default" grep -q '"REDLIMIT_GRPC_ADDR=:8081","REDLIMIT_HTTP_ADDR=:8080","REDLIMIT_PROBE_ADDR=:8082"' <<<"$env"
 
 # 2. Files, as exported from a container of the image.
 rootfs=$work/rootfs

@@ -135,7 +135,7 @@
 // is decided and counted but never denies: its status is OK, with the
 // limit_remaining it has, its denials show as the ShadowDenied outcome, and
 // it has no header field. It counts as if it alone were added to the
-// enforced limits, as httplimit's shadow rules do (internal/shadow): what it
+// enforced limits, as httplimit's shadow rules do (package shadow): what it
 // denies is what enforcing it would deny, whatever other shadow limits say.
 //
 // # Reset

@@ -23,7 +23,10 @@
 // Options.UnixSocketMode, set before any client can connect). With
 // Options.TLSCertFile and TLSKeyFile, gRPC serves TLS only, beneath the
 // connection guard; with TLSClientCAFile, mutual TLS. HTTP serves as
-// Options.HTTPTLS says. The files are watched (package tlsreload) and
+// Options.HTTPTLS says; while gRPC requires client certificates and HTTP
+// does not, POST /json answers 403 (Options.HTTPJSONWithoutClientCert).
+// Connections of both live at most their address's max connection age, so
+// a client refused by a reloaded client CA loses its open ones too. The files are watched (package tlsreload) and
 // reloaded by [Server.ReloadTLS] (SIGHUP); files that do not load leave the
 // certificate in use serving, logged and counted. With Options.Tracing,
 // every ShouldRateLimit call and POST /json is a span (package tracing);
@@ -31,7 +34,7 @@
 //
 // HTTP serves:
 //
-//	POST /json         the RLS in protojson: 200, 429 over limit; problem+json 400, 413, 415, 503
+//	POST /json         the RLS in protojson: 200, 429 over limit; problem+json 400, 403, 413, 415, 503
 //	GET  /healthz      200 while the process runs (liveness)
 //	GET  /readyz       200 once the configuration is loaded and, with Redis, while Redis answers;
 //	                   503 with the reason otherwise, and from the start of a shutdown
@@ -47,6 +50,10 @@
 // that changes something from a browser page of another origin, or that a
 // page of another site makes the browser fetch (403); at most
 // Options.HTTPMaxConnections connections are open at once.
+//
+// Options.ProbeAddr, when set, serves /healthz, /readyz and /healthcheck
+// alone, in plain HTTP, on connections of its own: clients that hold the
+// HTTP address's connections cannot starve the probes.
 //
 // # Configuration and shutdown
 //

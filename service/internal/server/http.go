@@ -2,7 +2,9 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -25,7 +27,8 @@ const maxHeaderBytes = 64 << 10
 
 // newHTTP returns the HTTP server:
 //
-//	POST /json        the RLS in protojson (200 OK, 429 over limit, problem+json errors)
+//	POST /json        the RLS in protojson (200 OK, 429 over limit, problem+json errors);
+//	                  403 while gRPC requires client certificates and HTTP does not
 //	GET  /healthz     200 while the process serves (liveness)
 //	GET  /readyz      200 once the configuration is loaded and Redis, if named, answers; 503 otherwise
 //	GET  /healthcheck the same as /readyz, the path envoyproxy/ratelimit serves
@@ -46,15 +49,8 @@ func (s *Server) newHTTP() (*http.Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	var jsonHandler http.Handler = s.svc.JSONHandler(int64(s.opts.MaxMessageBytes))
-	if s.tracing != nil {
-		jsonHandler = s.tracing.Handler("/json", jsonHandler)
-	}
-	mux.Handle("/json", jsonHandler)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Write([]byte("ok\n"))
-	})
+	mux.Handle("/json", s.jsonHandler())
+	mux.HandleFunc("GET /healthz", serveLive)
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.HandleFunc("GET /healthcheck", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{Registry: s.registry}))
@@ -72,7 +68,8 @@ func (s *Server) newHTTP() (*http.Server, error) {
 		mux.Handle("/", s.dashboardHandler())
 	}
 	srv := &http.Server{
-		Handler:           hosts.checkHost(crossOrigin(mux)),
+		Handler:           closeAged(hosts.checkHost(crossOrigin(mux))),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -84,6 +81,52 @@ func (s *Server) newHTTP() (*http.Server, error) {
 		srv.RegisterOnShutdown(s.closeDashboard)
 	}
 	return srv, nil
+}
+
+// errJSONNeedsClientCert is /json's answer while gRPC requires client
+// certificates and the HTTP address asks for none.
+var errJSONNeedsClientCert = errors.New("gRPC requires client certificates and this HTTP address asks for none: " +
+	"POST /json decides nothing here (serve HTTP with --http-tls=mtls, or allow it with --http-json-without-client-cert)")
+
+// jsonHandler returns POST /json: the RLS, unless gRPC requires client
+// certificates and the HTTP address does not, when it answers 403 (see
+// Options.HTTPJSONWithoutClientCert).
+func (s *Server) jsonHandler() http.Handler {
+	if s.opts.TLSClientCAFile != "" && s.opts.HTTPTLS != HTTPTLSMutual && !s.opts.HTTPJSONWithoutClientCert {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			rls.WriteProblem(w, http.StatusForbidden, errJSONNeedsClientCert.Error())
+		})
+	}
+	var h http.Handler = s.svc.JSONHandler(int64(s.opts.MaxMessageBytes))
+	if s.tracing != nil {
+		h = s.tracing.Handler("/json", h)
+	}
+	return h
+}
+
+// newProbeHTTP returns the server of the probe address: GET /healthz,
+// /readyz and /healthcheck, as on the HTTP address, and nothing else. It
+// checks no Host: it serves nothing a page could use.
+func (s *Server) newProbeHTTP() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", serveLive)
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.HandleFunc("GET /healthcheck", s.serveReady)
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       readHeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// serveLive answers GET /healthz: 200 while the process serves.
+func serveLive(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok\n"))
 }
 
 func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {

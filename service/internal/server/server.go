@@ -49,7 +49,12 @@ const (
 	DefaultGRPCMaxPendingBytes  = 128 << 20
 	DefaultGRPCMaxConnectionAge = 30 * time.Minute
 	DefaultHTTPMaxConnections   = 1024
+	DefaultHTTPMaxConnectionAge = DefaultGRPCMaxConnectionAge
 )
+
+// probeMaxConnections caps the connections of the probe address: the
+// kubelet opens one a probe.
+const probeMaxConnections = 64
 
 // tracingFlushTimeout bounds the export of the spans still queued when the
 // server closes.
@@ -97,6 +102,13 @@ type Options struct {
 	// free port, or unix:PATH for a Unix socket (unix:///PATH also names an
 	// absolute path, as gRPC clients write it).
 	GRPCAddr, HTTPAddr string
+	// ProbeAddr, when set, is a third listen address, plain HTTP whatever
+	// the TLS options, that serves GET /healthz, /readyz and /healthcheck
+	// alone: no decisions, metrics or rules. Its connections are not the
+	// HTTP address's, so clients that hold all of those cannot starve the
+	// probes. Keep it to the kubelet (a network policy that opens it to no
+	// pod). Empty: no probe address.
+	ProbeAddr string
 	// UnixSocketMode is the permission bits of the Unix sockets the server
 	// makes (default [DefaultUnixSocketMode], 0660: the owner and group may
 	// connect). The socket has them from its first moment; a socket left at
@@ -122,6 +134,11 @@ type Options struct {
 	// HTTPTLS says what the HTTP address serves when a certificate is set
 	// (default [HTTPTLSOn]: TLS without client certificates).
 	HTTPTLS HTTPTLS
+	// HTTPJSONWithoutClientCert lets POST /json decide for clients without
+	// a client certificate while gRPC requires one. Without it, /json
+	// answers 403 then unless HTTPTLS is [HTTPTLSMutual]: a client the
+	// gRPC address refuses gets no decision from the HTTP address either.
+	HTTPJSONWithoutClientCert bool
 	// Shadow puts every rule in shadow mode.
 	Shadow bool
 	// QuotaMode puts every limit in quota mode (rls.Options.QuotaMode,
@@ -172,6 +189,12 @@ type Options struct {
 	// closes it gracefully (GOAWAY) and its client connects again, perhaps
 	// to another instance.
 	GRPCMaxConnectionAge time.Duration
+	// HTTPMaxConnectionAge is how long an HTTP connection may live (default
+	// [DefaultHTTPMaxConnectionAge], plus or minus 10%). Past it, the
+	// server closes it after its next response, and a request still
+	// running 10 s after is cut off. It bounds how long a client refused by
+	// a reloaded client CA (HTTPTLS mtls) keeps its open connections.
+	HTTPMaxConnectionAge time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default
 	// [DefaultShutdownTimeout]); requests still running then are cut off.
 	ShutdownTimeout time.Duration
@@ -282,8 +305,10 @@ type Server struct {
 	guard    *connGuard
 	grpc     *grpc.Server
 	http     *http.Server
+	probe    *http.Server // nil without Options.ProbeAddr
 	grpcLn   net.Listener
 	httpLn   net.Listener
+	probeLn  net.Listener // nil without Options.ProbeAddr
 	stopping atomic.Bool
 	// healthDone, closed at the shutdown once the health service has sent
 	// NOT_SERVING, ends its Watch streams (watchEnds).
@@ -407,11 +432,21 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	if s.httpLn, err = listen(s.opts.HTTPAddr, s.opts.UnixSocketMode); err != nil {
 		return nil, fmt.Errorf("server: HTTP: %w", err)
 	}
-	if s.httpLn, err = limitConnections(s.httpLn, s.opts.HTTPMaxConnections, s.registry); err != nil {
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "redlimit_http_connections_refused_total",
+		Help: "HTTP connections closed on arrival because --http-max-connections were open.",
+	})
+	if err := s.registry.Register(refused); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
+	s.httpLn = limitConnections(s.httpLn, connBounds{max: s.opts.HTTPMaxConnections, refused: refused, age: s.opts.HTTPMaxConnectionAge})
 	if s.httpLn, err = s.httpTLS(s.httpLn); err != nil {
 		return nil, err
+	}
+	if s.opts.ProbeAddr != "" {
+		if s.probeLn, err = s.listenProbe(); err != nil {
+			return nil, err
+		}
 	}
 	s.health = health.NewServer()
 	s.healthDone = make(chan struct{})
@@ -422,7 +457,28 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	if s.http, err = s.newHTTP(); err != nil {
 		return nil, err
 	}
+	if s.probeLn != nil {
+		s.probe = s.newProbeHTTP()
+	}
 	return s, nil
+}
+
+// listenProbe binds the probe address, its connections capped apart from
+// the HTTP address's.
+func (s *Server) listenProbe() (net.Listener, error) {
+	ln, err := listen(s.opts.ProbeAddr, s.opts.UnixSocketMode)
+	if err != nil {
+		return nil, fmt.Errorf("server: probes: %w", err)
+	}
+	refused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "redlimit_probe_connections_refused_total",
+		Help: "Connections to the probe address closed on arrival because 64 were open.",
+	})
+	if err := s.registry.Register(refused); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	return limitConnections(ln, connBounds{max: probeMaxConnections, refused: refused}), nil
 }
 
 func withDefaults(o Options) Options {
@@ -449,6 +505,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.GRPCMaxConnectionAge <= 0 {
 		o.GRPCMaxConnectionAge = DefaultGRPCMaxConnectionAge
+	}
+	if o.HTTPMaxConnectionAge <= 0 {
+		o.HTTPMaxConnectionAge = DefaultHTTPMaxConnectionAge
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
@@ -534,6 +593,15 @@ func (s *Server) GRPCAddr() string { return addrString(s.grpcLn) }
 // unix:PATH.
 func (s *Server) HTTPAddr() string { return addrString(s.httpLn) }
 
+// ProbeAddr returns the address the probes are served on (host:port, or
+// unix:PATH), or "" without Options.ProbeAddr.
+func (s *Server) ProbeAddr() string {
+	if s.probeLn == nil {
+		return ""
+	}
+	return addrString(s.probeLn)
+}
+
 // Service returns the RLS service the server serves.
 func (s *Server) Service() *rls.Service { return s.svc }
 
@@ -572,7 +640,7 @@ func (s *Server) Run(ctx context.Context) error {
 		bgWG.Go(func() { s.xds.Run(bg) })
 	}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	if s.prom != nil {
 		go func() {
 			if err := s.prom.Serve(s.promLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -590,7 +658,14 @@ func (s *Server) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("server: HTTP: %w", err)
 		}
 	}()
-	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "dashboard", s.recorder != nil,
+	if s.probe != nil {
+		go func() {
+			if err := s.probe.Serve(s.probeLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("server: probes: %w", err)
+			}
+		}()
+	}
+	s.log.Info("serving", "grpc", s.GRPCAddr(), "http", s.HTTPAddr(), "probes", s.ProbeAddr(), "dashboard", s.recorder != nil,
 		"shadow", s.opts.Shadow, "quota_mode", s.opts.QuotaMode, "counting", cmp.Or(s.opts.Counting, config.CountingAuto).String(), "response_headers", s.opts.Headers.String(), "grpc_tls", s.grpcTLSMode(), "http_tls", s.httpTLSMode())
 
 	var err error
@@ -607,8 +682,9 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// shutdown stops both servers, the in-flight requests given up to
-// ShutdownTimeout to finish.
+// shutdown stops the servers, the in-flight requests given up to
+// ShutdownTimeout to finish. The probe address closes last, so that
+// /readyz answers "shutting down" while the others drain.
 func (s *Server) shutdown() {
 	s.stopping.Store(true)
 	s.health.Shutdown()
@@ -643,6 +719,11 @@ func (s *Server) shutdown() {
 		s.log.Debug("gRPC server stopped")
 	})
 	wg.Wait()
+	if s.probe != nil {
+		if err := s.probe.Shutdown(ctx); err != nil {
+			s.probe.Close()
+		}
+	}
 }
 
 // Close releases what New made: listeners, the registry, the limiter and the
@@ -650,7 +731,7 @@ func (s *Server) shutdown() {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.endLife()
-		for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.promLn} {
+		for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.probeLn, s.promLn} {
 			if ln != nil {
 				ln.Close()
 			}

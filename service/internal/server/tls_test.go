@@ -76,16 +76,7 @@ func TestHTTPTLSModes(t *testing.T) {
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tlstest.ClientConfig(ca, leaf)}}
 	}
 	newServer := func(mode HTTPTLS) *Server {
-		s, err := New(context.Background(), Options{GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			TLSCertFile: cert, TLSKeyFile: key, TLSClientCAFile: caFile, HTTPTLS: mode, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		return s
+		return runServer(t, Options{TLSCertFile: cert, TLSKeyFile: key, TLSClientCAFile: caFile, HTTPTLS: mode})
 	}
 
 	plain := newServer(HTTPTLSOff)

@@ -42,7 +42,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- .Values.tls.secretName | default (printf "%s-tls" (include "redlimit.fullname" .)) }}
 {{- end }}
 
-{{/* redlimit.httpsProbes is true when the HTTP port serves TLS. */}}
-{{- define "redlimit.httpsProbes" -}}
-{{- if and .Values.tls.enabled (eq (toString .Values.tls.http) "on") }}true{{ end }}
+{{/* redlimit.httpTLS is tls.http as a flag value: YAML 1.1 reads on and off as booleans. */}}
+{{- define "redlimit.httpTLS" -}}
+{{- if kindIs "bool" .Values.tls.http }}{{ ternary "on" "off" .Values.tls.http }}{{ else }}{{ toString .Values.tls.http }}{{ end }}
+{{- end }}
+
+{{/* redlimit.httpsMetrics is true when the HTTP port serves TLS. */}}
+{{- define "redlimit.httpsMetrics" -}}
+{{- if and .Values.tls.enabled (ne (include "redlimit.httpTLS" .) "off") }}true{{ end }}
+{{- end }}
+
+{{/* redlimit.allowedHosts lists the names the HTTP port answers: the Service's, then allowedHosts. */}}
+{{- define "redlimit.allowedHosts" -}}
+{{- $svc := include "redlimit.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- concat (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns)) .Values.allowedHosts | join "," }}
 {{- end }}

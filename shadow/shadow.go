@@ -1,8 +1,8 @@
-// Package shadow decides a request whose limits are partly in shadow mode:
-// decided and counted, but never denying; or quotas, denying only
-// together. It is the one meaning of shadow
-// mode that httplimit and grpclimit (through internal/ruleset) and the rate
-// limit service (service/internal/rls) share.
+// Package shadow decides a request whose limits have roles: enforced;
+// in shadow mode, decided and counted but never denying; or quotas,
+// denying only together. It is the one meaning of shadow mode that
+// httplimit and grpclimit (through their rules) and the rate limit
+// service share.
 //
 // # What a shadow limit counts
 //
@@ -24,7 +24,7 @@
 //
 // # Quotas
 //
-// [DecideRoles] also takes quota limits (envoyproxy/ratelimit's
+// [Decide] also takes quota limits (envoyproxy/ratelimit's
 // quota_mode): each counts as a shadow limit does, and its answer is its
 // own, but a request whose quota limits all deny is denied, and then
 // consumes nothing. So of several backends each under a quota, a request
@@ -63,33 +63,19 @@ type Allower interface {
 
 // A Decision is the answer to a request of enforced and shadow limits.
 type Decision struct {
-	// Allowed reports whether every enforced limit allowed the request:
-	// whether it may proceed. Only then did any admission consume; debits
-	// consumed either way.
+	// Allowed reports whether the request may proceed: every enforced
+	// limit allowed it, and one quota limit if it has any. Only then did
+	// any admission consume; debits consumed either way.
 	Allowed bool
-	// RetryAfter is how long until the request could pass, as the enforced
-	// limits that denied it say ([redlimit.RetryAfter]); 0 when Allowed.
+	// QuotaDenied reports whether the request was denied because every
+	// quota limit denied it, and no enforced limit did.
+	QuotaDenied bool
+	// RetryAfter is how long until the request could pass: as the enforced
+	// limits that denied it say ([redlimit.RetryAfter]), or when the first
+	// quota limit could pass; 0 when Allowed.
 	RetryAfter time.Duration
 	// Results holds each limit's answer, in the order of the requests.
 	Results []redlimit.Result
-}
-
-// Decide decides reqs with lim, as the package documentation says; inShadow
-// says which requests are in shadow mode (nil: none). It returns the
-// limiter's error, or one wrapping [redlimit.ErrBadReply] when the limiter
-// answers a number of results other than that of the requests, or a denial
-// that no limit made.
-func Decide(ctx context.Context, lim Allower, reqs []redlimit.Request, inShadow []bool) (Decision, error) {
-	var roles []Role
-	if inShadow != nil {
-		roles = make([]Role, len(inShadow))
-		for i, s := range inShadow {
-			if s {
-				roles[i] = Shadow
-			}
-		}
-	}
-	return DecideRoles(ctx, lim, reqs, roles)
 }
 
 // Role is what a limit's denial does to the request.
@@ -106,13 +92,16 @@ const (
 	Quota
 )
 
-// DecideRoles decides reqs with lim as [Decide] does, roles[i] being the
-// role of reqs[i] (nil: all enforced). A quota limit counts the request as
-// a shadow limit does, as if it alone were added to the enforced limits,
-// and its denial is its own; but when every quota limit denies, the
-// request is denied, nothing is consumed, and RetryAfter is when the first
-// of them could pass.
-func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, roles []Role) (Decision, error) {
+// Decide decides reqs with lim, as the package documentation says;
+// roles[i] is the role of reqs[i] (nil: all enforced). It returns the
+// limiter's error, or one wrapping [redlimit.ErrBadReply] when the limiter
+// answers a number of results other than that of the requests, or a denial
+// that no limit made. Roles of another number than the requests are an
+// error wrapping [redlimit.ErrInvalidLimit].
+func Decide(ctx context.Context, lim Allower, reqs []redlimit.Request, roles []Role) (Decision, error) {
+	if roles != nil && len(roles) != len(reqs) {
+		return Decision{}, fmt.Errorf("shadow: %w: %d roles for %d limits", redlimit.ErrInvalidLimit, len(roles), len(reqs))
+	}
 	role := func(i int) Role {
 		if roles == nil {
 			return Enforced
@@ -142,7 +131,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 	for !d.Allowed {
 		var enforcedDenied, shadowDenied bool
 		for k, r := range d.Results {
-			if denied(r) {
+			if r.Denied() {
 				enforcedDenied = enforcedDenied || !shadow(index(k))
 				shadowDenied = shadowDenied || shadow(index(k))
 			}
@@ -162,12 +151,12 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 			return Decision{}, fmt.Errorf("shadow: %w: a denial that no limit made", redlimit.ErrBadReply)
 		}
 		for k, r := range d.Results {
-			if denied(r) && role(index(k)) == Quota {
+			if r.Denied() && role(index(k)) == Quota {
 				quotaDenied++
 			}
 		}
 		if quotas > 0 && quotaDenied == quotas {
-			out.Allowed = false
+			out.Allowed, out.QuotaDenied = false, true
 			out.RetryAfter = firstRetry(out.Results, role)
 			return out, nil
 		}
@@ -176,7 +165,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 		var next []redlimit.Request
 		var nextAt []int
 		for k, r := range d.Results {
-			if i := index(k); !asked[k].Debit && (!shadow(i) || !denied(r)) {
+			if i := index(k); !asked[k].Debit && (!shadow(i) || !r.Denied()) {
 				next, nextAt = append(next, asked[k]), append(nextAt, i)
 			}
 		}
@@ -199,7 +188,7 @@ func DecideRoles(ctx context.Context, lim Allower, reqs []redlimit.Request, role
 func firstRetry(results []redlimit.Result, role func(int) Role) time.Duration {
 	var ra time.Duration
 	for i, r := range results {
-		if role(i) == Quota && denied(r) && (ra == 0 || r.RetryAfter < ra) {
+		if role(i) == Quota && r.Denied() && (ra == 0 || r.RetryAfter < ra) {
 			ra = r.RetryAfter
 		}
 	}
@@ -215,7 +204,3 @@ func allowAll(ctx context.Context, lim Allower, reqs []redlimit.Request) (redlim
 	}
 	return d, err
 }
-
-// denied reports whether r is a denial by its limit: an [redlimit.Undecided]
-// result is not, its limit was not asked.
-func denied(r redlimit.Result) bool { return !r.Allowed && r.Source != redlimit.Undecided }

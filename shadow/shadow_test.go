@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/shadow"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/shadow"
 )
 
 // counting counts the AllowAll calls made of a store.
@@ -31,6 +31,18 @@ func newStore(t *testing.T) *counting {
 	}
 	t.Cleanup(func() { s.Close() })
 	return &counting{Store: s}
+}
+
+// rolesOf returns the roles of limits in shadow mode where inShadow says,
+// enforced elsewhere.
+func rolesOf(inShadow []bool) []shadow.Role {
+	roles := make([]shadow.Role, len(inShadow))
+	for i, s := range inShadow {
+		if s {
+			roles[i] = shadow.Shadow
+		}
+	}
+	return roles
 }
 
 // used returns how much of l key has consumed.
@@ -59,7 +71,7 @@ func TestEachShadowLimitAlone(t *testing.T) {
 	inShadow := []bool{false, true, true}
 	for i := range 7 {
 		calls := s.calls
-		d, err := shadow.Decide(ctx, s, reqs, inShadow)
+		d, err := shadow.Decide(ctx, s, reqs, rolesOf(inShadow))
 		if err != nil || !d.Allowed || d.RetryAfter != 0 {
 			t.Fatalf("request %d: %+v, %v; want allowed", i, d, err)
 		}
@@ -97,11 +109,11 @@ func TestEnforcedDenial(t *testing.T) {
 	enforced, shadowed := redlimit.PerMinute(1).SlidingLog(), redlimit.PerHour(1).SlidingLog()
 	reqs := []redlimit.Request{{Key: "s", Limit: shadowed, Cost: 1}, {Key: "e", Limit: enforced, Cost: 1}}
 	inShadow := []bool{true, false}
-	if d, err := shadow.Decide(ctx, s, reqs, inShadow); err != nil || !d.Allowed {
+	if d, err := shadow.Decide(ctx, s, reqs, rolesOf(inShadow)); err != nil || !d.Allowed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
 	calls := s.calls
-	d, err := shadow.Decide(ctx, s, reqs, inShadow)
+	d, err := shadow.Decide(ctx, s, reqs, rolesOf(inShadow))
 	if err != nil || d.Allowed || d.RetryAfter != time.Minute || s.calls-calls != 1 {
 		t.Fatalf("second: %+v, %v, %d calls; want denied, retry after 1m (not the shadow limit's 1h), one call", d, err, s.calls-calls)
 	}
@@ -122,7 +134,7 @@ func TestOnlyShadow(t *testing.T) {
 	a, b := redlimit.PerMinute(1).SlidingLog(), redlimit.PerMinute(3).SlidingLog()
 	reqs := []redlimit.Request{{Key: "a", Limit: a, Cost: 1}, {Key: "b", Limit: b, Cost: 1}}
 	for i := range 4 {
-		if d, err := shadow.Decide(ctx, s, reqs, []bool{true, true}); err != nil || !d.Allowed {
+		if d, err := shadow.Decide(ctx, s, reqs, rolesOf([]bool{true, true})); err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v", i, d, err)
 		}
 	}
@@ -152,7 +164,7 @@ func TestDebitsCountedOnce(t *testing.T) {
 	roles := []shadow.Role{shadow.Enforced, shadow.Shadow, shadow.Enforced}
 	for i := range 3 {
 		calls := s.calls
-		d, err := shadow.DecideRoles(ctx, s, reqs, roles)
+		d, err := shadow.Decide(ctx, s, reqs, roles)
 		if err != nil || !d.Allowed {
 			t.Fatalf("request %d: %+v, %v; want allowed", i, d, err)
 		}
@@ -172,7 +184,7 @@ func TestDebitsCountedOnce(t *testing.T) {
 	// A debit that does not fit denies as an enforced limit does: the
 	// request is denied, its admissions consume nothing, the debit counts.
 	reqs[0].Cost = 500
-	d, err := shadow.DecideRoles(ctx, s, reqs, roles)
+	d, err := shadow.Decide(ctx, s, reqs, roles)
 	if err != nil || d.Allowed || d.Results[0].Allowed {
 		t.Fatalf("a debit over the budget: %+v, %v; want denied", d, err)
 	}
@@ -213,7 +225,7 @@ func TestUndecidedAndBadReplies(t *testing.T) {
 	undecided := redlimit.Result{Source: redlimit.Undecided}
 
 	lim := &scripted{answers: []redlimit.Decision{{Results: []redlimit.Result{undecided, no}}, {Allowed: true, Results: []redlimit.Result{ok}}}}
-	d, err := shadow.Decide(ctx, lim, reqs, inShadow)
+	d, err := shadow.Decide(ctx, lim, reqs, rolesOf(inShadow))
 	if err != nil || !d.Allowed || d.Results[0] != ok || d.Results[1] != no {
 		t.Errorf("undecided enforced limit: %+v, %v; want it decided again, allowed", d, err)
 	}
@@ -225,12 +237,15 @@ func TestUndecidedAndBadReplies(t *testing.T) {
 		"too few results": {answers: []redlimit.Decision{{Allowed: true, Results: []redlimit.Result{ok}}}},
 		"nobody denied":   {answers: []redlimit.Decision{{Results: []redlimit.Result{undecided, undecided}}}},
 	} {
-		if _, err := shadow.Decide(ctx, lim, reqs, inShadow); !errors.Is(err, redlimit.ErrBadReply) {
+		if _, err := shadow.Decide(ctx, lim, reqs, rolesOf(inShadow)); !errors.Is(err, redlimit.ErrBadReply) {
 			t.Errorf("%s: %v, want ErrBadReply", name, err)
 		}
 	}
 	boom := errors.New("boom")
-	if _, err := shadow.Decide(ctx, &scripted{err: boom}, reqs, inShadow); !errors.Is(err, boom) {
+	if _, err := shadow.Decide(ctx, &scripted{}, reqs, rolesOf(inShadow[:1])); !errors.Is(err, redlimit.ErrInvalidLimit) {
+		t.Errorf("a role short: %v, want ErrInvalidLimit", err)
+	}
+	if _, err := shadow.Decide(ctx, &scripted{err: boom}, reqs, rolesOf(inShadow)); !errors.Is(err, boom) {
 		t.Errorf("limiter error: %v, want boom", err)
 	}
 }
@@ -256,8 +271,8 @@ func TestQuotas(t *testing.T) {
 		{false, false, false, 1},
 	} {
 		calls := s.calls
-		d, err := shadow.DecideRoles(ctx, s, reqs, roles)
-		if err != nil || d.Allowed != want.allowed || d.Results[1].Allowed != want.east || d.Results[2].Allowed != want.west || s.calls-calls != want.calls {
+		d, err := shadow.Decide(ctx, s, reqs, roles)
+		if err != nil || d.Allowed != want.allowed || d.QuotaDenied == want.allowed || d.Results[1].Allowed != want.east || d.Results[2].Allowed != want.west || s.calls-calls != want.calls {
 			t.Fatalf("request %d: %+v, %v, %d calls; want allowed %v, east %v, west %v, %d calls",
 				i, d, err, s.calls-calls, want.allowed, want.east, want.west, want.calls)
 		}
@@ -280,13 +295,13 @@ func TestQuotas(t *testing.T) {
 	tight := redlimit.PerMinute(1)
 	reqs = []redlimit.Request{{Key: "t", Limit: tight, Cost: 1}, {Key: "q", Limit: redlimit.PerMinute(5), Cost: 1}, {Key: "s", Limit: tight, Cost: 1}}
 	roles = []shadow.Role{shadow.Enforced, shadow.Quota, shadow.Shadow}
-	if d, err := shadow.DecideRoles(ctx, s, reqs, roles); err != nil || !d.Allowed {
+	if d, err := shadow.Decide(ctx, s, reqs, roles); err != nil || !d.Allowed {
 		t.Fatalf("first: %+v, %v", d, err)
 	}
-	if d, err := shadow.DecideRoles(ctx, s, reqs[1:], roles[1:]); err != nil || !d.Allowed || d.Results[1].Allowed {
+	if d, err := shadow.Decide(ctx, s, reqs[1:], roles[1:]); err != nil || !d.Allowed || d.Results[1].Allowed {
 		t.Fatalf("quota and spent shadow: %+v, %v; want allowed, the shadow limit denying", d, err)
 	}
-	if d, err := shadow.DecideRoles(ctx, s, reqs, roles); err != nil || d.Allowed || !d.Results[1].Allowed {
-		t.Fatalf("spent enforced limit: %+v, %v; want denied, the quota's own answer allowing", d, err)
+	if d, err := shadow.Decide(ctx, s, reqs, roles); err != nil || d.Allowed || d.QuotaDenied || !d.Results[1].Allowed {
+		t.Fatalf("spent enforced limit: %+v, %v; want denied by it, the quota's own answer allowing", d, err)
 	}
 }
