@@ -1,17 +1,12 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 const envoyRules = `domain: web
@@ -29,20 +24,6 @@ descriptors:
     shadow_mode: true
     rate_limit: {unit: day, requests_per_unit: 1}
 `
-
-// hits asks the service about one descriptor of domain web, with hits.
-func (r *running) hits(t *testing.T, hits uint64, kv ...string) *pb.RateLimitResponse {
-	t.Helper()
-	d := &rlpb.RateLimitDescriptor{HitsAddend: wrapperspb.UInt64(hits)}
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
-	}
-	resp, err := r.client.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "web", Descriptors: []*rlpb.RateLimitDescriptor{d}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
-}
 
 // scrape returns the body of url.
 func scrape(t *testing.T, url string) string {
