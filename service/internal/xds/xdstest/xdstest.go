@@ -30,14 +30,15 @@ type Server struct {
 }
 
 // Start starts a server on addr ("127.0.0.1:0" for a free port) with an
-// empty snapshot cache, stopped when the test ends.
-func Start(t testing.TB, addr string) *Server {
+// empty snapshot cache and the gRPC options opts (grpc.Creds for TLS),
+// stopped when the test ends.
+func Start(t testing.TB, addr string, opts ...grpc.ServerOption) *Server {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: ln.Addr().String(), Cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil), grpc: grpc.NewServer()}
+	s := &Server{Addr: ln.Addr().String(), Cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil), grpc: grpc.NewServer(opts...)}
 	cb := serverv3.CallbackFuncs{StreamRequestFunc: func(_ int64, r *discoverypb.DiscoveryRequest) error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
