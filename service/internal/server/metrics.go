@@ -46,7 +46,12 @@ import (
 //	                                                      certificate, one of another CA, a client that does not trust ours...)
 //	redlimit_build_info{version,revision,goversion}       1, labelled with the running build (internal/version)
 //
-// and the Go runtime and process collectors.
+// and the Go runtime and process collectors. With Options.EnvoyMetrics,
+// envoyproxy/ratelimit's series too (envoymetrics.go):
+//
+//	ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}{domain,key1,key2}
+//	                                                      hits per rule, as its base limiter counts them; key1 and key2
+//	                                                      are the rule label's next parts ("" when it has none)
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	requestTime prometheus.Histogram
