@@ -115,3 +115,29 @@ func TestEnvoyHitsOf(t *testing.T) {
 		})
 	}
 }
+
+// FuzzEnvoyHits checks the invariants of the counts for any descriptor:
+// an admission's hits are within the limit, a denial's over it or near
+// it, and shadow_mode counts the hits over a shadow limit.
+func FuzzEnvoyHits(f *testing.F) {
+	f.Add(int64(3), int64(10), true, int64(1), false, 0.8)
+	f.Add(int64(5), int64(10), false, int64(2), true, 0.5)
+	f.Add(int64(4), int64(0), false, int64(0), false, 1.0)
+	f.Fuzz(func(t *testing.T, cost, limit int64, allowed bool, remaining int64, shadow bool, ratio float64) {
+		if cost < 0 || cost > redlimit.MaxCost || limit < 0 || limit > redlimit.MaxCost || !(ratio > 0 && ratio <= 1) {
+			t.Skip()
+		}
+		h := envoyHitsOf(cost, limit, redlimit.Result{Allowed: allowed, Remaining: remaining}, shadow, ratio)
+		switch {
+		case h.TotalHits != uint64(cost):
+			t.Fatalf("%+v: total_hits is not the cost %d", h, cost)
+		case allowed && (h.WithinLimit != h.TotalHits || h.OverLimit != 0):
+			t.Fatalf("%+v: an admission's hits are all within the limit", h)
+		case !allowed && (h.WithinLimit != 0 || (cost > 0 && h.OverLimit == 0) || h.OverLimit+h.NearLimit > h.TotalHits):
+			t.Fatalf("%+v: a denial's hits are over the limit, or near it (cost %d)", h, cost)
+		}
+		if h.NearLimit > h.TotalHits || (shadow && h.ShadowMode != h.OverLimit) || (!shadow && h.ShadowMode != 0) {
+			t.Fatalf("%+v: near_limit or shadow_mode out of bounds (cost %d, shadow %v)", h, cost, shadow)
+		}
+	})
+}
