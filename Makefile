@@ -2,16 +2,17 @@
 
 GO ?= go
 
-# The packages of both modules: the library (the root) and the service
-# (service/, a module of its own; go.work joins them). ./... alone stops at
-# service/. bench/ (the comparisons with other libraries) is a third module
-# of the workspace, vetted but holding benchmarks only.
-PKGS = ./... ./service/...
+# The packages of the published modules: the library (the root), the
+# service (service/) and the Prometheus collector (prometheus/), each a
+# module of its own that go.work joins; ./... alone stops at each. bench/
+# (the comparisons with other libraries) is another module of the
+# workspace, vetted but holding benchmarks only.
+PKGS = ./... ./service/... ./prometheus/...
 
 .DEFAULT_GOAL := test
 .PHONY: test ensure-redis ensure-statsd ensure-chromium vet fmt bench run reliability fuzz fuzz-model image image-test helm-test
 
-## test: vet and run every test of both modules with the race detector (needs redis-server, npm's statsd and Chromium; installs them as root).
+## test: vet and run every test of the modules with the race detector (needs redis-server, npm's statsd and Chromium; installs them as root).
 test: ensure-redis ensure-statsd ensure-chromium vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
@@ -27,7 +28,7 @@ ensure-statsd:
 ensure-chromium:
 	bash scripts/ensure-chromium.sh
 
-## vet: go vet every package of the library, the service and bench/.
+## vet: go vet every package of the library, the service, the collector and bench/.
 vet:
 	$(GO) vet $(PKGS) ./bench/...
 

@@ -30,30 +30,15 @@ type backend interface {
 type script int
 
 const (
-	decideScript         script = iota // scriptSource
-	nodesScript                        // nodesSource
-	batchScript                        // batchSource
+	batchScript          script = iota // batchSource
 	batchCrossSlotScript               // batchCrossSlotSource
-	onceScript                         // onceSource
-	firstSingle                        // singleSources[redlimit.FixedWindow], then the other algorithms in order
-	numScripts           = firstSingle + script(redlimit.TokenBucket-redlimit.FixedWindow) + 1
+	nodesScript                        // nodesSource
+	numScripts
 )
-
-// singleScript names the script that allows or peeks at one limit of a.
-func singleScript(a redlimit.Algorithm) script {
-	return firstSingle + script(a-redlimit.FixedWindow)
-}
 
 // scriptSources returns the source of every script, by name.
 func scriptSources() [numScripts]string {
-	var src [numScripts]string
-	src[decideScript], src[nodesScript] = scriptSource, nodesSource
-	src[batchScript], src[batchCrossSlotScript] = batchSource, batchCrossSlotSource
-	src[onceScript] = onceSource
-	for a := redlimit.FixedWindow; a <= redlimit.TokenBucket; a++ {
-		src[singleScript(a)] = singleSources[a]
-	}
-	return src
+	return [numScripts]string{batchScript: batchSource, batchCrossSlotScript: batchCrossSlotSource, nodesScript: nodesSource}
 }
 
 type rueidisBackend struct {
@@ -79,7 +64,7 @@ func (b *rueidisBackend) eval(ctx context.Context, sc script, keys, args []strin
 func (b *rueidisBackend) evalWith(ctx context.Context, c rueidis.Client, sc script, keys, args []string) ([]int64, error) {
 	resp := b.scripts[sc].Exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
-		return nil, scriptErr(err)
+		return nil, err
 	}
 	arr, err := resp.ToArray()
 	if err != nil {
@@ -130,7 +115,7 @@ func (b *goRedisBackend) evalWith(ctx context.Context, c redis.Scripter, sc scri
 	}
 	reply, err := b.scripts[sc].Run(ctx, c, keys, argv...).Result()
 	if err != nil {
-		return nil, scriptErr(err)
+		return nil, err
 	}
 	arr, ok := reply.([]any)
 	if !ok {
@@ -303,13 +288,3 @@ var slotKeys = sync.OnceValue(func() []string {
 	}
 	return keys
 })
-
-// scriptErr returns err, the error of a script call, marked with
-// ErrKeyState when the script replied KEYSTATE: the decision's key holds
-// state it cannot use (see lua/prelude.lua, key_error).
-func scriptErr(err error) error {
-	if strings.HasPrefix(err.Error(), "KEYSTATE ") {
-		return fmt.Errorf("%w: %w", redlimit.ErrKeyState, err)
-	}
-	return err
-}

@@ -508,250 +508,100 @@ func sortRuns(batch []*pending) {
 	slices.SortStableFunc(batch[from:], byKey)
 }
 
-// decideAlone decides p in the script it runs without batching (the
-// single-limit script of its algorithm, or the decision script for
-// several limits), at the time at (ARGV[2]).
+// decideAlone decides p alone, a batch of one, at the time at (ARGV[2]).
 func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome {
-	if p.reqs != nil {
-		keys, args := s.decisionArgsKeys(p.op, p.reqs, p.keys, at)
-		reply, err := s.b.eval(ctx, decideScript, keys, args)
-		if err != nil {
-			return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
-		}
-		if len(reply) != 1+4*len(p.reqs) {
-			return outcome{err: fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(p.reqs))}
-		}
-		o := outcome{results: make([]redlimit.Result, len(p.reqs)), at: reply[0]}
-		for i, r := range p.reqs {
-			o.results[i] = result(r, reply[1+4*i:5+4*i])
-		}
-		return o
+	one := [1]*pending{p}
+	if err := s.decideBatch(ctx, one[:], at, ""); err != nil {
+		return outcome{err: err}
 	}
-	reply, err := s.callSingleLimitScript(ctx, p.op, p.req, p.key, at)
-	if err != nil {
-		return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
-	}
-	if len(reply) != 5 {
-		return outcome{err: fmt.Errorf("redisstore: %w: %d values for 1 limit", redlimit.ErrBadReply, len(reply))}
-	}
-	return outcome{res: result(p.req, reply[1:5]), at: reply[0]}
+	return p.out
 }
 
 // decideBatch decides batch in one run of the batch script (see
-// lua/batch.lua) at the time at, and fills each decision's out. With node
-// "", the call goes through the client, routed by its keys (KEYS), which
-// must share one slot on Cluster; otherwise it goes to the Cluster node
-// node with the keys in ARGV and the allow-cross-slot-keys flag (see
-// pernode.go). The error is the call's, or ErrBadReply for a reply that
-// is not one for this batch (which may have filled some outs: the caller
-// gives each the error, setErr).
+// lua/batch.lua and wire.go) at the time at, and fills each decision's
+// out. With node "", the call goes through the client, routed by its keys
+// (KEYS), which must share one slot on Cluster; otherwise it goes to the
+// Cluster node node with the keys in ARGV and the allow-cross-slot-keys
+// flag (see pernode.go). The error is the call's, or ErrBadReply for a
+// reply that is not one for this batch (which may have filled some outs:
+// the caller gives each the error, setErr).
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
-	// The limits of the decisions of one limit, each sent once (the
-	// batch's decisions mostly share a few), and two bytes per entry: a
-	// decision of several limits, or a run of identical decisions of one
-	// limit (one key, one limit, one cost, allow or peek), its byte and
-	// how many.
-	var buf [8]batchLimit
-	specs := buf[:0]
-	nkeys, nvals := 0, 0
-	var decBuf [2 * maxBatch]byte
-	dec := decBuf[:0]
-	last := -1 // the limit of the entry being written, if of one limit
-	for i, p := range batch {
-		if p.reqs != nil {
-			dec = append(dec, batchSeveral, 1)
-			nkeys, nvals, last = nkeys+len(p.reqs), nvals+1+7*len(p.reqs), -1
-			continue
-		}
-		l := p.req.Limit
-		x := batchLimit{op: "a", alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cost: p.req.Cost}
-		if l.Algorithm == redlimit.TokenBucket {
-			x.window, x.count = l.EmissionInterval(), l.Burst
-		}
-		if p.op == opPeek {
-			x.op = "p"
-		}
-		k := 0
-		for k < len(specs) && specs[k] != x {
-			k++
-		}
-		if k == len(specs) {
-			if k == batchMostLimits {
-				return fmt.Errorf("redisstore: a batch of more than %d limits", batchMostLimits) // not from the batcher (maxBatch)
-			}
-			specs = append(specs, x)
-		}
-		if k == last && batch[i-1].key == p.key && dec[len(dec)-1] < maxBatch {
-			dec[len(dec)-1]++
-			continue
-		}
-		dec = append(dec, byte(batchFirstLimit+k), 1)
-		nkeys, last = nkeys+1, k
-	}
-	entries := len(dec) / 2
-	keys := make([]string, 0, nkeys)
-	args := make([]string, 6, 6+5*len(specs)+nvals+nkeys)
-	args[0], args[1], args[2], args[4], args[5] = strconv.Itoa(entries), at, s.margin, string(dec), strconv.Itoa(len(specs))
-	for _, x := range specs {
-		args = append(args, x.op, strconv.Itoa(int(x.alg)), strconv.FormatInt(x.window, 10), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
-	}
-	for e, i := 0, 0; e < entries; e++ {
-		p := batch[i]
-		if p.reqs == nil {
-			keys = append(keys, p.key)
-			i += int(dec[2*e+1])
-			continue
-		}
-		i++
-		args = append(args, strconv.Itoa(len(p.reqs)))
-		for i, r := range p.reqs {
-			kind := "0"
-			if r.Debit {
-				kind = "1"
-			}
-			args = append(appendLimitArgs(args, r), kind)
-			keys = append(keys, p.keys[i])
-		}
-	}
-	var reply []int64
+	var w wire
+	w.pendings(batch)
+	keys, args := w.args(at, s.margin, node != "")
+	var v []int64
 	var err error
 	if node == "" {
-		reply, err = s.b.eval(ctx, batchScript, keys, args)
+		v, err = s.b.eval(ctx, batchScript, keys, args)
 	} else {
-		args[3] = strconv.Itoa(len(args))
-		args = append(args, keys...)
-		reply, err = s.batches.nodes.nb.evalOn(ctx, node, batchCrossSlotScript, keys[:1], args)
+		v, err = s.batches.nodes.nb.evalOn(ctx, node, batchCrossSlotScript, keys, args)
+	}
+	name := batch[0].op
+	if len(batch) > 1 {
+		name = "batch of " + strconv.Itoa(len(batch))
 	}
 	if err != nil {
-		return fmt.Errorf("redisstore: batch of %d: %w", len(batch), err)
+		return fmt.Errorf("redisstore: %s: %w", name, err)
 	}
-	if len(reply) == 0 || !batchReply(batch, dec, reply[0], reply[1:]) {
-		return fmt.Errorf("redisstore: %w: %d values for a batch of %d decisions", redlimit.ErrBadReply, len(reply), len(batch))
+	if !batchReply(batch, &w, v) {
+		return fmt.Errorf("redisstore: %s: %w: %d values for %d decisions", name, redlimit.ErrBadReply, len(v), len(batch))
 	}
 	return nil
 }
 
-// batchReply fills the outs of batch, sent as the entries dec (see
-// decideBatch), from the batch script's reply (see lua/batch.lua), now
-// and v, and reports whether v was such a reply, each value where it is
+// pendings adds the decisions of batch to w, in order.
+func (w *wire) pendings(batch []*pending) {
+	for _, p := range batch {
+		switch {
+		case p.reqs != nil:
+			w.several(kindSeveral, p.keys, p.reqs)
+		case p.op == opPeek:
+			w.one(kindPeek, p.key, p.req)
+		default:
+			w.one(kindAllow, p.key, p.req)
+		}
+	}
+}
+
+// batchReply fills the outs of batch, sent as w, from the batch script's
+// reply v, and reports whether v was such a reply, each value where it is
 // expected, and no more.
-func batchReply(batch []*pending, dec []byte, now int64, v []int64) bool {
-	// The entries that failed on their key, with their kinds, come last.
-	if len(v) == 0 {
+func batchReply(batch []*pending, w *wire, v []int64) bool {
+	r, ok := readReply(v)
+	if !ok {
 		return false
 	}
-	nf := v[len(v)-1]
-	if nf < 0 || 2*nf > int64(len(v)-1) {
-		return false
-	}
-	fails := v[len(v)-1-int(2*nf) : len(v)-1]
-	v = v[:len(v)-1-int(2*nf)]
-	for e, i := 0, 0; e < len(dec)/2; e++ {
+	for e, i := 0, 0; e < w.entries(); e++ {
 		p := batch[i]
-		if len(fails) > 0 && fails[0] == int64(e+1) {
-			err := keyStateError(p.op, fails[1])
-			for _, q := range batch[i : i+int(dec[2*e+1])] {
-				q.out = outcome{at: now, err: err}
+		m := 1
+		if p.reqs == nil {
+			m = int(w.ents[3*e+2])
+		}
+		if f := r.next(); f != 0 {
+			err := keyStateError(p.op, f)
+			for _, q := range batch[i : i+m] {
+				q.out = outcome{at: r.now, err: err}
 			}
-			i, fails = i+int(dec[2*e+1]), fails[2:]
+			i += m
 			continue
 		}
 		if p.reqs != nil {
-			i++
-			if len(v) < 4*len(p.reqs) {
+			x := r.values(4 * len(p.reqs))
+			if x == nil {
 				return false
 			}
-			p.out = outcome{at: now, results: make([]redlimit.Result, len(p.reqs))}
-			for j, r := range p.reqs {
-				p.out.results[j] = result(r, v[:4])
-				v = v[4:]
+			p.out = outcome{at: r.now, results: make([]redlimit.Result, len(p.reqs))}
+			for j, q := range p.reqs {
+				p.out.results[j] = result(q, x[4*j:4*j+4])
 			}
+			i++
 			continue
 		}
-		// A decision of one limit answers two values allowed, three
-		// denied; a run of m, its segments.
-		m := int(dec[2*e+1])
-		switch {
-		case m == 1 && len(v) >= 2 && v[0] >= 0:
-			p.out = outcome{at: now, res: resultOf(p.req, true, v[0], 0, v[1])}
-			v = v[2:]
-		case m == 1 && len(v) >= 3:
-			p.out = outcome{at: now, res: resultOf(p.req, false, -1-v[0], v[1], v[2])}
-			v = v[3:]
-		case m == 1:
-			return false
-		}
-		for j := i; m > 1 && j < i+m; {
-			switch c := int64(i + m - j); {
-			case len(v) >= 5 && v[0] > 0 && v[0] <= c:
-				for k := range v[0] {
-					batch[j].out = outcome{at: now, res: resultOf(batch[j].req, true, v[1]+k*v[3], 0, v[2]+k*v[4])}
-					j++
-				}
-				v = v[5:]
-			case len(v) >= 4 && v[0] == -c:
-				for ; j < i+m; j++ {
-					batch[j].out = outcome{at: now, res: resultOf(batch[j].req, false, v[1], v[2], v[3])}
-				}
-				v = v[4:]
-			default:
-				return false
-			}
-		}
+		run, now := batch[i:i+m], r.now
+		r.decisions(m, func(j int, allowed bool, rem, retry, reset int64) {
+			run[j].out = outcome{at: now, res: resultOf(run[j].req, allowed, rem, retry, reset)}
+		})
 		i += m
 	}
-	return len(v) == 0 && len(fails) == 0
-}
-
-// keyStateError is the error of a decision of op whose key the batch
-// script could not use, of the kind it replied (see lua/prelude.lua,
-// key_failure).
-func keyStateError(op string, kind int64) error {
-	what := "state the script cannot parse"
-	if kind == 1 {
-		what = "a key of another type (WRONGTYPE)"
-	}
-	return fmt.Errorf("redisstore: %s: %w: %s", op, redlimit.ErrKeyState, what)
-}
-
-// batchLimit is a limit of the batch script's decisions of one limit, as
-// it sends them (see lua/batch.lua): op, algorithm, window µs (token
-// bucket: emission interval µs), count (token bucket: burst) and cost.
-type batchLimit struct {
-	op                  string
-	alg                 redlimit.Algorithm
-	window, count, cost int64
-}
-
-// The batch script's byte for a decision of several limits, that of its
-// first limit of one (the k-th is batchFirstLimit + k), and how many
-// limits a byte can name, which a batch of maxBatch decisions never
-// passes (the blank constant fails to compile if maxBatch were more).
-const (
-	batchSeveral    = '0'
-	batchFirstLimit = 65
-	batchMostLimits = 256 - batchFirstLimit
-	_               = uint8(batchMostLimits - maxBatch)
-)
-
-// result makes r's result from the script's four values: allowed (1/0),
-// remaining, retry-after µs (-1 for never) and reset-after µs.
-func result(r redlimit.Request, v []int64) redlimit.Result {
-	return resultOf(r, v[0] == 1, v[1], v[2], v[3])
-}
-
-// resultOf is result of the values allowed, remaining, retry-after µs (-1
-// for never) and reset-after µs.
-func resultOf(r redlimit.Request, allowed bool, remaining, retry, reset int64) redlimit.Result {
-	res := redlimit.Result{
-		Allowed:    allowed,
-		Limit:      r.Limit.Max(),
-		Remaining:  remaining,
-		RetryAfter: fromMicros(retry),
-		ResetAfter: fromMicros(reset),
-	}
-	if retry < 0 {
-		res.RetryAfter = redlimit.Never
-	}
-	return res
+	return r.ok()
 }

@@ -196,3 +196,61 @@ func longer(l redlimit.Limit, f time.Duration) redlimit.Limit {
 	l.Period *= f
 	return l
 }
+
+// TestEveryCallReportsKeyState shows that every kind of entry of the batch
+// script reports a key it cannot use as ErrKeyState, alone and unbatched:
+// AllowN, Peek, AllowAll of two limits, a debit, Admit, DebitOnce, and
+// the Refund of a Grant whose key became a string since (but a token
+// bucket's, which finds no refund record there and gives nothing back).
+func TestEveryCallReportsKeyState(t *testing.T) {
+	srv, s := ownServerStore(t, redisstore.WithPrefix("p:"), redisstore.WithBatching(false))
+	ctx := context.Background()
+	for _, l := range badKeyLimits {
+		bad := func(key string) {
+			t.Helper()
+			if _, err := srv.Do("SET", s.KeyOf(key, l), "a string"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other := redlimit.PerHour(5).FixedWindow()
+		grant, err := s.Admit(ctx, []redlimit.Request{{Key: "granted", Limit: l, Cost: 1}})
+		if err != nil || !grant.Allowed {
+			t.Fatalf("%s: Admit: %+v, %v", l, grant, err)
+		}
+		for _, k := range []string{"k", "granted"} {
+			bad(k)
+		}
+		calls := map[string]func() error{
+			"AllowN": func() error { _, err := s.AllowN(ctx, "k", l, 1); return err },
+			"Peek":   func() error { _, err := s.Peek(ctx, "k", l, 1); return err },
+			"AllowAll": func() error {
+				_, err := s.AllowAll(ctx, []redlimit.Request{{Key: "k", Limit: other, Cost: 1}, {Key: "k", Limit: l, Cost: 1}})
+				return err
+			},
+			"debit": func() error {
+				_, err := s.AllowAll(ctx, []redlimit.Request{{Key: "k", Limit: l, Cost: 1, Debit: true}})
+				return err
+			},
+			"Admit": func() error {
+				_, err := s.Admit(ctx, []redlimit.Request{{Key: "k", Limit: l, Cost: 1}})
+				return err
+			},
+			"DebitOnce": func() error {
+				_, _, err := s.DebitOnce(ctx, redlimit.Request{Key: "k", Limit: l, Cost: 1}, "id")
+				return err
+			},
+			"Refund": func() error { return s.Refund(ctx, grant, []int64{1}) },
+		}
+		if l.Algorithm == redlimit.TokenBucket {
+			if err := s.Refund(ctx, grant, []int64{1}); err != nil {
+				t.Errorf("%s, Refund on a string: %v, want nothing given back", l, err)
+			}
+			delete(calls, "Refund")
+		}
+		for name, call := range calls {
+			if err := call(); !errors.Is(err, redlimit.ErrKeyState) {
+				t.Errorf("%s, %s on a string: %v, want ErrKeyState", l, name, err)
+			}
+		}
+	}
+}

@@ -25,8 +25,6 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 			{reqs: []redlimit.Request{one, one}},
 		}
 	}
-	// Entries: a decision of limit 0, a run of 3 of limit 0, several.
-	dec := []byte{batchFirstLimit, 1, batchFirstLimit, 3, batchSeveral, 1}
 	several := []int64{1, 8, 0, 5, 0, 0, 7, 5}
 	cat := func(parts ...[]int64) []int64 {
 		var v []int64
@@ -68,8 +66,11 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := batch()
-			// No entry failed: the reply ends with 0.
-			if got := batchReply(b, dec, 99, append(tc.v, 0)); got != tc.ok {
+			// Entries: a decision, a run of 3, several. No entry failed:
+			// the reply ends with 0.
+			var w wire
+			w.pendings(b)
+			if got := batchReply(b, &w, append(append([]int64{99}, tc.v...), 0)); got != tc.ok {
 				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
 			}
 			if !tc.ok {
@@ -101,7 +102,6 @@ func TestBatchReplyKeyFailures(t *testing.T) {
 			{reqs: []redlimit.Request{one, one}, op: opAllow},
 		}
 	}
-	dec := []byte{batchFirstLimit, 1, batchFirstLimit, 2, batchSeveral, 1}
 	several := []int64{1, 8, 0, 5, 0, 0, 7, 5}
 	for _, tc := range []struct {
 		name   string
@@ -120,7 +120,9 @@ func TestBatchReplyKeyFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := batch()
-			if got := batchReply(b, dec, 99, tc.v); got != tc.ok {
+			var w wire
+			w.pendings(b)
+			if got := batchReply(b, &w, append([]int64{99}, tc.v...)); got != tc.ok {
 				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
 			}
 			for i, f := range tc.failed {

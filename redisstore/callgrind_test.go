@@ -200,6 +200,56 @@ func TestCallgrindCost(t *testing.T) {
 		measure(name+" allowed, cost 1, unbatched", keys, 1, func(i int) { allow(name+strconv.Itoa(i%keys), l, 1, true) })
 	}
 
+	// The other calls, one after another, unbatched: AllowAll of two
+	// limits, a debit, Admit and the Refund of its Grant, Reset and
+	// DebitOnce, each on keys of its own.
+	fw, bucket := redlimit.PerMinute(1_000_000_000).FixedWindow(), redlimit.PerMinute(1_000_000_000).TokenBucket(1_000_000_000)
+	allowAll := func(name string, reqs func(k string) []redlimit.Request) func(i int) {
+		return func(i int) {
+			d, err := single.AllowAll(ctx, reqs(name+strconv.Itoa(i%keys)))
+			if err != nil || !d.Allowed {
+				t.Fatalf("%+v, %v", d, err)
+			}
+		}
+	}
+	two := allowAll("two", func(k string) []redlimit.Request {
+		return []redlimit.Request{{Key: k, Limit: fw, Cost: 1}, {Key: k, Limit: bucket, Cost: 1}}
+	})
+	for i := range keys {
+		two(i)
+	}
+	measure("AllowAll of fixed_window and token_bucket, unbatched", keys, 1, two)
+	debit := allowAll("debit", func(k string) []redlimit.Request {
+		return []redlimit.Request{{Key: k, Limit: fw, Cost: 1, Debit: true}}
+	})
+	for i := range keys {
+		debit(i)
+	}
+	measure("fixed_window debit, cost 1, unbatched", keys, 1, debit)
+	grants := make([]*redlimit.Grant, keys)
+	measure("Admit of a token_bucket, cost 1, unbatched", keys, 1, func(i int) {
+		g, err := single.Admit(ctx, []redlimit.Request{{Key: "admit" + strconv.Itoa(i), Limit: bucket, Cost: 1}})
+		if err != nil || !g.Allowed {
+			t.Fatalf("%+v, %v", g, err)
+		}
+		grants[i] = g
+	})
+	measure("Refund of that Admit, unbatched", keys, 1, func(i int) {
+		if err := single.Refund(ctx, grants[i], []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	measure("Reset of a fixed_window, unbatched", keys, 1, func(i int) {
+		if err := single.Reset(ctx, "two"+strconv.Itoa(i), fw); err != nil {
+			t.Fatal(err)
+		}
+	})
+	measure("DebitOnce of a fixed_window, unbatched", keys, 1, func(i int) {
+		if _, counted, err := single.DebitOnce(ctx, redlimit.Request{Key: "once" + strconv.Itoa(i), Limit: fw, Cost: 1}, "id"+strconv.Itoa(i)); err != nil || !counted {
+			t.Fatalf("%v, %v", counted, err)
+		}
+	})
+
 	textbookScript := rueidis.NewLuaScript(textbook)
 	tb := func(i int) {
 		args := []string{strconv.FormatInt(time.Now().UnixMicro(), 10), "60000000", strconv.Itoa(redlimit.MaxLogCount), "60"}

@@ -34,9 +34,9 @@ func TestScriptTimeOutOfRange(t *testing.T) {
 			admitted := 0
 			for i := range int64(8) {
 				// A millisecond apart, as the clock would read them.
-				keys, args := s.DecisionArgs("allow", req, at+1000*i)
+				keys, args := s.DecisionArgs(req, at+1000*i)
 				reply, err := script.Exec(ctx, client, keys, args).AsIntSlice()
-				if err != nil || len(reply) != 5 {
+				if err != nil || len(reply) != 6 {
 					t.Fatalf("at %d, %s, call %d: %v, %v", at, l, i, reply, err)
 				}
 				if reply[1] == 1 {

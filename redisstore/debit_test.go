@@ -491,11 +491,11 @@ func TestDebitFloodKeepsLogBounded(t *testing.T) {
 			for lo := 0; lo < debits; lo += batch {
 				calls := make([]rueidis.LuaExec, batch)
 				for i := range calls {
-					calls[i].Keys, calls[i].Args = k.s.DecisionArgs("allow", req, t0+int64(lo+i))
+					calls[i].Keys, calls[i].Args = k.s.DecisionArgs(req, t0+int64(lo+i))
 				}
 				for i, r := range script.ExecMulti(ctx, client, calls...) {
 					reply, err := r.AsIntSlice()
-					if err != nil || len(reply) != 5 {
+					if err != nil || len(reply) != 6 {
 						t.Fatalf("debit %d: %v, %v", lo+i, reply, err)
 					}
 					if fit := lo+i < count; (reply[1] == 1) != fit {

@@ -25,16 +25,17 @@
 // Every call is one run of one Lua script, so a decision reads and writes
 // its keys without any other client's commands in between, however many
 // application servers share them. The scripts are kept in .lua files under
-// lua/, embedded with go:embed and joined once at start-up. Each
-// algorithm's arithmetic is written once, in its file, as functions that
-// both kinds of script call: the decision script (every algorithm, and
-// decide.lua, which checks every limit and commits only if all allow)
-// decides several limits at once, resets and refunds; [Script] returns it,
-// to read or to try with redis-cli. Allowing or peeking at one limit runs a
-// smaller script of its algorithm (its files, single.lua, then
-// single_<algorithm>.lua), straight-line code with fewer Redis calls and
-// no tables, which gives the same answers. The arithmetic follows the
-// memory store's operation for operation, so the stores agree.
+// lua/, embedded with go:embed and joined once at start-up. Every decision
+// reaches Redis one way: as an entry of the batch script (lua/batch.lua),
+// an allow or peek of one limit, a decision of several limits, an Admit, a
+// Reset, a refund or a debit counted once; a lone call is a batch of one.
+// wire.go encodes the entries and reads the reply, in the order the script
+// reads them. Each algorithm's arithmetic is written once, in its file, as
+// functions every entry calls; [Script] returns the script, to read or to
+// try with redis-cli. A lone decision of one limit takes a branch of the
+// script that makes only its algorithm's functions, with the same answers.
+// The arithmetic follows the memory store's operation for operation, so
+// the stores agree.
 //
 // Scripts are sent by their SHA1 with EVALSHA, and in full with EVAL only
 // when a server answers NOSCRIPT (after a restart, a failover or SCRIPT
@@ -145,8 +146,8 @@
 //
 // # Debits
 //
-// A [redlimit.Request.Debit] runs the decision script (lua/debit.lua), one
-// request alone too: it is counted whether it fits or not, up to the
+// A [redlimit.Request.Debit] is decided by lua/debit.lua, one request
+// alone too: it is counted whether it fits or not, up to the
 // bounds of [redlimit.MaxCost] (a window's count and a log's live units up
 // to Count + MaxCost, a bucket's TAT up to tau + MaxPeriod ahead), and its
 // result describes the key after it. A sliding log stays bounded however

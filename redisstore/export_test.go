@@ -8,10 +8,6 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// SingleScript returns the source of the script that allows or peeks at one
-// limit of algorithm a.
-func SingleScript(a redlimit.Algorithm) string { return singleSources[a] }
-
 // LuaFile returns the source of lua/<name>.lua.
 func LuaFile(name string) string { return joinScript(name) }
 
@@ -54,9 +50,10 @@ func (s *Store) BatchQueueLen() int {
 	return len(b.queue)
 }
 
-// WithBatchScriptAlways makes every AllowN and Peek run the batch script,
-// as a batch of one, so that sequential tests check it against the other
-// stores.
+// WithBatchScriptAlways makes every AllowN and Peek a batch of one sent
+// past the batcher: on Cluster, to its node with the keys in ARGV, which
+// batch.lua decides (not the lone block), so that sequential tests check
+// it against the other stores.
 func WithBatchScriptAlways() Option {
 	return func(s *Store) error {
 		s.batchScriptAlways = true
@@ -129,10 +126,13 @@ func (s *Store) DecideMixedBatchEach(ctx context.Context, ds [][]redlimit.Reques
 	return out, errs
 }
 
-// DecisionArgs returns the keys and arguments with which AllowAll (op
-// "allow") runs the decision script, Script(), for reqs at the time at in µs.
-func (s *Store) DecisionArgs(op string, reqs []redlimit.Request, at int64) (keys, args []string) {
-	return s.decisionArgs(op, reqs, strconv.FormatInt(at, 10))
+// DecisionArgs returns the keys and arguments with which AllowAll runs
+// the decision script, Script(), for reqs at the time at in µs: a batch
+// of one entry, which replies { now, four values per limit, 0 }.
+func (s *Store) DecisionArgs(reqs []redlimit.Request, at int64) (keys, args []string) {
+	var w wire
+	w.several(kindSeveral, s.keys(reqs), reqs)
+	return w.args(strconv.FormatInt(at, 10), s.margin, false)
 }
 
 // KeySlot returns the Redis Cluster slot of the Redis key key.

@@ -12,13 +12,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/redisstore"
 )
 
 // scriptCall is one script call a client sends: the script's operation
-// (ARGV[1]: allow, peek, reset or refund) and its keys.
+// (named by its first entry: allow, peek, reset, refund...) and its keys.
 type scriptCall struct {
 	op   string
 	keys []string
@@ -78,7 +77,7 @@ func (in *injector) calls(op string, f fault) int {
 
 // parseScriptCall recognises EVAL and EVALSHA of the store's scripts: the
 // command name, the script or its SHA, the number of keys, the keys, then
-// ARGV with the operation first.
+// ARGV with the entries first.
 func parseScriptCall(args []string) (scriptCall, bool) {
 	if len(args) < 4 || !strings.EqualFold(args[0], "evalsha") && !strings.EqualFold(args[0], "eval") {
 		return scriptCall{}, false
@@ -87,8 +86,16 @@ func parseScriptCall(args []string) (scriptCall, bool) {
 	if err != nil || n < 1 || len(args) < 4+n {
 		return scriptCall{}, false
 	}
-	return scriptCall{op: args[3+n], keys: args[3 : 3+n]}, true
+	entries := args[3+n]
+	if entries == "" {
+		return scriptCall{}, false
+	}
+	return scriptCall{op: entryOps[entries[0]], keys: args[3 : 3+n]}, true
 }
+
+// entryOps names the operation of a call by the kind of its first entry
+// (redisstore's wire.go).
+var entryOps = map[byte]string{'a': "allow", 'p': "peek", 's': "allow", 'm': "admit", 'r': "reset", 'f': "refund", 'g': "giveback", 'o': "once"}
 
 // faultyStore returns a store on the shared cluster whose client goes
 // through in: a go-redis hook or a rueidis client wrapper. The scripts run
@@ -107,8 +114,7 @@ func faultyStoreOn(t *testing.T, cl *redistest.Cluster, goRedis bool, in *inject
 		if !m.Running() {
 			continue
 		}
-		for _, src := range []string{redisstore.Script(), redisstore.SingleScript(redlimit.FixedWindow), redisstore.SingleScript(redlimit.SlidingLog),
-			redisstore.SingleScript(redlimit.SlidingWindow), redisstore.SingleScript(redlimit.TokenBucket)} {
+		for _, src := range []string{redisstore.Script()} {
 			if _, err := m.Do("SCRIPT", "LOAD", src); err != nil {
 				t.Fatal(err)
 			}

@@ -101,10 +101,9 @@ func TestKeysCarryTTLsAndExpire(t *testing.T) {
 func TestScriptCacheFlushIsRecovered(t *testing.T) {
 	l := redlimit.PerMinute(100).SlidingLog()
 	other := redlimit.PerMinute(100).FixedWindow()
-	// AllowN runs the single-limit script, AllowAll with two limits the
-	// decision script: both must be reloaded.
+	// AllowN and AllowAll run the one decision script: it must be reloaded.
 	var shas []string
-	for _, src := range []string{redisstore.SingleScript(l.Algorithm), redisstore.Script()} {
+	for _, src := range []string{redisstore.Script()} {
 		sum := sha1.Sum([]byte(src))
 		shas = append(shas, hex.EncodeToString(sum[:]))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -56,16 +55,17 @@ func (s *Store) DebitOnce(ctx context.Context, req redlimit.Request, id string) 
 	}
 	req.Debit = true
 	key := s.key(hashTag(req.Key), req.Limit)
-	keys, args := s.decisionArgsKeys("once", []redlimit.Request{req}, []string{key, key + ":once:" + id}, s.scriptTime())
-	args = append(args, strconv.FormatInt(onceTTL(req.Limit).Microseconds(), 10))
-	reply, err := s.b.eval(ctx, onceScript, keys, args)
+	var w wire
+	w.once(key, key+":once:"+id, req, onceTTL(req.Limit).Microseconds())
+	r, err := s.call(ctx, "once", &w)
 	if err != nil {
-		return redlimit.Result{}, false, fmt.Errorf("redisstore: once: %w", err)
+		return redlimit.Result{}, false, err
 	}
-	if len(reply) != 6 {
-		return redlimit.Result{}, false, fmt.Errorf("redisstore: %w: %d values for a debit once", redlimit.ErrBadReply, len(reply))
+	v := r.values(5)
+	if !r.ok() {
+		return redlimit.Result{}, false, badReply("once", r)
 	}
-	return result(req, reply[2:]), reply[1] == 1, nil
+	return result(req, v[1:]), v[0] == 1, nil
 }
 
 // validID returns an error wrapping ErrInvalidID unless id is one that

@@ -189,8 +189,18 @@ func Redacted(rawURL string) string {
 // Ping checks that Redis answers and can run the decision script: it peeks
 // at a key no caller uses.
 func (s *Store) Ping(ctx context.Context) error {
-	_, err := s.callScript(ctx, opPeek, pingRequest)
-	return err
+	r := pingRequest
+	var w wire
+	w.one(kindPeek, s.key(hashTag(r.Key), r.Limit), r)
+	rep, err := s.call(ctx, "ping", &w)
+	if err != nil {
+		return err
+	}
+	rep.decisions(1, func(int, bool, int64, int64, int64) {})
+	if !rep.ok() {
+		return badReply("ping", rep)
+	}
+	return nil
 }
 
 // Close waits for the refunds [Store.AllowAll] left running (at most 1 s),

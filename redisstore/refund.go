@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/redlimit/redlimit"
@@ -54,7 +53,7 @@ import (
 //
 // A Reset of the key after the decision has given the request's cost back
 // already: the reset's tombstone holds a new generation of the key, not
-// the one the admission found (recs, lua/decide.lua), and a
+// the one the admission found (recs, lua/refund.lua), and a
 // [Store.Refund] gives nothing back, whatever the clocks. So does a
 // request whose mark has passed: its state has expired.
 //
@@ -67,36 +66,42 @@ func (s *Store) refund(ctx context.Context, reqs []redlimit.Request, results []r
 	if len(results) != len(reqs) || back != nil && len(recs) != recsPer*len(reqs) {
 		return fmt.Errorf("redisstore: refund: %d results and %d records for %d requests", len(results), len(recs), len(reqs))
 	}
-	op := opRefund
+	kind, op := kindRefund, "refund"
 	if back != nil {
-		op = opGiveBack
+		kind, op = kindGiveBack, "give back"
 	}
-	keys := make([]string, 0, len(reqs))
-	args := append(make([]string, 0, 4+9*len(reqs)), op, s.scriptTime(), s.margin, strconv.FormatInt(at, 10))
-	var tail []string // giveback: recsPer values per key, after the seven of every key
+	n := 0
 	for i, r := range reqs {
-		if !results[i].Allowed || r.Debit {
+		if results[i].Allowed && !r.Debit && (back == nil || back[i] != 0) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	keys := make([]string, 0, n)
+	given := make([]redlimit.Request, 0, n)
+	marks := make([]int64, 0, n)
+	var rs []int64 // give-back: the records of the requests given back
+	for i, r := range reqs {
+		if !results[i].Allowed || r.Debit || back != nil && back[i] == 0 {
 			continue
 		}
 		if back != nil {
-			if back[i] == 0 {
-				continue
-			}
 			r.Cost = back[i]
+			rs = append(rs, recs[recsPer*i:recsPer*(i+1)]...)
 		}
 		keys = append(keys, s.key(hashTag(r.Key), r.Limit))
-		args = append(appendLimitArgs(args, r), strconv.FormatInt(at+results[i].ResetAfter.Microseconds(), 10))
-		if back != nil {
-			for _, v := range recs[recsPer*i : recsPer*(i+1)] {
-				tail = append(tail, strconv.FormatInt(v, 10))
-			}
-		}
+		given = append(given, r)
+		marks = append(marks, at+results[i].ResetAfter.Microseconds())
 	}
-	if len(keys) == 0 {
-		return nil
+	var w wire
+	w.refund(kind, at, keys, given, marks, rs)
+	rep, err := s.call(ctx, op, &w)
+	if err == nil && !rep.ok() {
+		err = badReply(op, rep)
 	}
-	args = append(args, tail...)
-	if _, err := s.b.eval(ctx, decideScript, keys, args); err != nil {
+	if err != nil {
 		return fmt.Errorf("redisstore: refund: %w", err)
 	}
 	return nil
@@ -140,7 +145,7 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 // request was decided at, and recsPer values per request: for a token
 // bucket, the given and epoch of the refund record its admission left in
 // the key (lua/token_bucket.lua), 0 and 0 otherwise; then the key's reset
-// generation at the admission (lua/decide.lua).
+// generation at the admission (lua/refund.lua).
 type receipt struct {
 	at, recs []int64
 }
@@ -148,21 +153,31 @@ type receipt struct {
 // recsPer is how many values of receipt.recs each request has.
 const recsPer = 3
 
-// admitGroup is decideGroup with opAllow for Admit: one script call with
-// opAdmit, never batched, which gives each token bucket it counts an
+// admitGroup is decideGroup for Admit: one entry of kindAdmit, a batch of
+// one, which gives each token bucket it counts an
 // admission in a refund record, and fills recs with recsPer values per
 // request, as receipt says.
 func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result, recs []int64) (allowed bool, at int64, err error) {
-	reply, err := s.callScript(ctx, opAdmit, reqs)
+	if len(recs) != recsPer*len(reqs) {
+		return false, 0, fmt.Errorf("redisstore: admit: %d records for %d limits", len(recs), len(reqs))
+	}
+	var w wire
+	w.several(kindAdmit, s.keys(reqs), reqs)
+	r, err := s.call(ctx, "admit", &w)
 	if err != nil {
 		return false, 0, err
 	}
-	n := 1 + 4*len(reqs)
-	if len(reply) != n+recsPer*len(reqs) || len(recs) != recsPer*len(reqs) {
-		return false, 0, fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(reqs))
+	v, rv := r.values(4*len(reqs)), r.values(recsPer*len(reqs))
+	if !r.ok() {
+		return false, 0, badReply("admit", r)
 	}
-	copy(recs, reply[n:])
-	return readResults(reply[:n], reqs, results), reply[0], nil
+	copy(recs, rv)
+	allowed = true
+	for i, q := range reqs {
+		results[i] = result(q, v[4*i:4*i+4])
+		allowed = allowed && results[i].Allowed
+	}
+	return allowed, r.now, nil
 }
 
 // Refund implements [redlimit.Refunder] in one script call per hash tag

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"embed"
+	"strconv"
 	"strings"
 
 	"github.com/redlimit/redlimit"
@@ -15,58 +16,66 @@ var luaFiles embed.FS
 //go:embed lua/nodes.lua
 var nodesSource string
 
-// scriptSource is the decision script, which decides several limits at
-// once, resets and refunds: the prelude, every algorithm's files,
-// debit.lua, refund.lua, several.lua and decide.lua (see lua/prelude.lua).
-var scriptSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "debit", "refund", "several", "decide")
-
-// singleSources are the scripts that allow or peek at one limit, by
-// algorithm: the prelude, the files of the algorithm, its
-// single_<algorithm>.lua (which defines <algorithm>_one), that function
-// named one, and single.lua, which calls it. They call the same functions
-// as the decision script, and give the answers it would, with less work
-// per call.
-var singleSources = [...]string{
-	redlimit.FixedWindow:   singleSource("fixed_window", "windows"),
-	redlimit.SlidingLog:    singleSource("sliding_log", "log"),
-	redlimit.SlidingWindow: singleSource("sliding_window", "muldiv", "windows"),
-	redlimit.TokenBucket:   singleSource("token_bucket"),
-}
-
-func singleSource(alg string, storage ...string) string {
-	names := append([]string{"prelude"}, storage...)
-	names = append(names, alg, "single_"+alg)
-	return joinScript(names...) + "local one = " + alg + "_one\n" + joinScript("single")
-}
-
-// batchSource is the script that decides the decisions of several callers
-// at once (see lua/batch.lua and batch.go): the prelude, every algorithm's
-// files, then, defined only by a call that needs them (a script makes its
-// functions anew at each call, see lua/prelude.lua), every
-// single_<algorithm>.lua (load_one, for a decision alone on its key) and
-// debit.lua and several.lua (load_several, for a decision of several
-// limits), and batch.lua. batchCrossSlotSource is the same with Redis 7's
-// allow-cross-slot-keys flag, for the batch of a Cluster node, whose keys
-// span several slots.
+// batchSource is the decision script: every call of the Store is one run
+// of it (see lua/batch.lua and wire.go). A script makes its functions anew
+// at each call (see lua/prelude.lua), so each block below defines only
+// what its path calls, and runs only when the call takes it. In order:
+// the prelude; the lone decision of one limit (lua/lone.lua), one block
+// per algorithm with its files only; every algorithm's files; the lone
+// entry of another kind (lua/lone_other.lua), with the files of its kind;
+// then, for batches, loaders that the first entry needing them calls:
+// every single_<algorithm>.lua (load_one, a decision alone on its key),
+// the files of several limits (load_several) and of resets and refunds
+// (load_more); and batch.lua. batchCrossSlotSource is the same with Redis
+// 7's allow-cross-slot-keys flag, for the batch of a Cluster node, whose
+// keys span several slots.
 var (
-	batchSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket") +
+	batchSource = joinScript("prelude", "lone") +
+		lone("fixed_window", "windows") +
+		lone("sliding_log", "log") +
+		lone("sliding_window", "muldiv", "windows") +
+		lone("token_bucket") +
+		joinScript("sized", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket") +
+		when("lone_kind == SEVERAL or lone_kind == ADMIT or lone_kind == ONCE", append(severalFiles, "lone_other")...) +
+		when("lone_kind ~= nil", append(moreFiles, "lone_other")...) +
 		loader("load_one", "fixed_window_one, sliding_log_one, sliding_window_one, token_bucket_one",
 			"single_fixed_window", "single_sliding_log", "single_sliding_window", "single_token_bucket") +
-		loader("load_several", "decide_limits", "debit", "several") +
+		loader("load_several", "entry", severalFiles...) +
+		loader("load_more", "entry", moreFiles...) +
 		joinScript("batch")
 	batchCrossSlotSource = "#!lua flags=allow-cross-slot-keys\n" + batchSource
+
+	// The files of the entries of several limits and debits once, and of
+	// resets and refunds: each defines entry (batch.lua).
+	severalFiles = []string{"debit", "several", "once"}
+	moreFiles    = []string{"refund"}
 )
+
+// lone returns the block of a lone decision of alg (lua/lone.lua): the
+// files of storage, alg and single_<alg>, then lua/lone_decide.lua with
+// <alg>_one as one.
+func lone(alg string, storage ...string) string {
+	id := strconv.Itoa(int(algorithmOf[alg]))
+	return "if lone_alg == '" + id + "' then\n" + joinScript(append(storage, alg, "single_"+alg)...) +
+		"local one = " + alg + "_one\n" + joinScript("lone_decide") + "end\n"
+}
+
+// when returns a block of files run only when the Lua condition cond holds.
+func when(cond string, files ...string) string {
+	return "if " + cond + " then\n" + joinScript(files...) + "end\n"
+}
+
+// algorithmOf is the algorithm of each algorithm's file.
+var algorithmOf = map[string]redlimit.Algorithm{
+	"fixed_window": redlimit.FixedWindow, "sliding_log": redlimit.SlidingLog,
+	"sliding_window": redlimit.SlidingWindow, "token_bucket": redlimit.TokenBucket,
+}
 
 // loader returns a Lua function named name that defines the functions of
 // files and returns those named by ret.
 func loader(name, ret string, files ...string) string {
 	return "local function " + name + "()\n" + joinScript(files...) + "return " + ret + "\nend\n"
 }
-
-// onceSource is the script of a debit counted at most once per id
-// (Store.DebitOnce, lua/once.lua): the prelude, every algorithm's files,
-// debit.lua, several.lua and once.lua.
-var onceSource = joinScript("prelude", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "debit", "several", "once")
 
 func joinScript(names ...string) string {
 	var b strings.Builder
@@ -81,8 +90,7 @@ func joinScript(names ...string) string {
 	return b.String()
 }
 
-// Script returns the Lua source of the decision script, which decides
-// several limits at once (AllowAll), for reading or for trying with
-// redis-cli. Allowing or peeking at a single limit runs a smaller script per
-// algorithm, with the same answers; see lua/single.lua.
-func Script() string { return scriptSource }
+// Script returns the Lua source of the decision script, which every call
+// of the Store runs (see lua/batch.lua), for reading or for trying with
+// redis-cli.
+func Script() string { return batchSource }

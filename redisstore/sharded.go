@@ -96,7 +96,7 @@ func (s *Store) allowShardedAt(ctx context.Context, reqs []redlimit.Request, idx
 				g.recs = make([]int64, recsPer*len(g.reqs))
 				g.allowed, g.at, g.err = s.admitGroup(ctx, g.reqs, g.results, g.recs)
 			} else {
-				g.allowed, g.at, g.err = s.decideGroup(ctx, opAllow, g.reqs, g.results)
+				g.allowed, g.at, g.err = s.decideGroup(ctx, g.reqs, g.results)
 			}
 			answers <- g
 		}()

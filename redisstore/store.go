@@ -38,11 +38,11 @@ type Store struct {
 	batches       *batchers            // route.go; set up by newStore
 	runners       *kept.Pool[batchRun] // batch.go: the goroutines that send batches
 
-	batchScriptAlways bool // tests: every decision through the batch script (on Cluster, on its node)
+	batchScriptAlways bool // tests: every decision a batch of one, past the batcher (on Cluster, to its node)
 }
 
 // pingRequest is what Ping peeks at.
-var pingRequest = []redlimit.Request{{Key: "ping", Limit: redlimit.PerSecond(1).FixedWindow(), Cost: 1}}
+var pingRequest = redlimit.Request{Key: "ping", Limit: redlimit.PerSecond(1).FixedWindow(), Cost: 1}
 
 var _ redlimit.Limiter = (*Store)(nil)
 
@@ -151,7 +151,13 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	if err := redlimit.ValidateRequest(key, limit, 1); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
-	_, err := s.callScript(ctx, opReset, []redlimit.Request{{Key: key, Limit: limit, Cost: 1}})
+	reqs := []redlimit.Request{{Key: key, Limit: limit, Cost: 1}}
+	var w wire
+	w.several(kindReset, s.keys(reqs), reqs)
+	r, err := s.call(ctx, "reset", &w)
+	if err == nil && !r.ok() {
+		err = badReply("reset", r)
+	}
 	return err
 }
 
@@ -219,7 +225,7 @@ func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 		return s.allowSharded(ctx, reqs, groups)
 	}
 	d := redlimit.Decision{Results: make([]redlimit.Result, len(reqs))}
-	allowed, _, err := s.decideGroup(ctx, opAllow, reqs, d.Results)
+	allowed, _, err := s.decideGroup(ctx, reqs, d.Results)
 	d.Allowed = allowed
 	return d, err
 }
@@ -249,58 +255,65 @@ func (s *Store) groups(reqs []redlimit.Request) [][]int {
 	return gs
 }
 
-// Script operations, ARGV[1].
+// The operations of decisions of one limit, and the names of calls in
+// errors.
 const (
 	opAllow = "allow"
 	opPeek  = "peek"
-	// opAdmit is opAllow for Store.Admit (see admitGroup).
-	opAdmit  = "admit"
-	opReset  = "reset"
-	opRefund = "refund"
-	// opGiveBack is opRefund for Store.Refund (see refund).
-	opGiveBack = "giveback"
 )
 
-// decideGroup decides reqs with op (opAllow or opPeek) in one script call
-// and fills results. It returns whether every request was allowed, and the
-// time (µs) the script decided at, from which a refund of the group finds
-// what the allows wrote.
-func (s *Store) decideGroup(ctx context.Context, op string, reqs []redlimit.Request, results []redlimit.Result) (allowed bool, at int64, err error) {
-	if op == opAllow {
-		o := s.decidePending(s.newPending(ctx, op, reqs))
-		if o.err != nil {
-			return false, 0, o.err
-		}
-		if o.results == nil {
-			results[0] = o.res
-			return o.res.Allowed, o.at, nil
-		}
-		allowed = true
-		for i, r := range o.results {
-			results[i] = r
-			allowed = allowed && r.Allowed
-		}
-		return allowed, o.at, nil
+// decideGroup decides reqs, of one hash tag, as one entry (a batch's, or
+// a batch of one), and fills results. It returns whether every request
+// was allowed, and the time (µs) the script decided at, from which a
+// refund of the group finds what the allows wrote.
+func (s *Store) decideGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result) (allowed bool, at int64, err error) {
+	o := s.decidePending(s.newPending(ctx, opAllow, reqs))
+	if o.err != nil {
+		return false, 0, o.err
 	}
-	reply, err := s.callScript(ctx, op, reqs)
-	if err != nil {
-		return false, 0, err
+	if o.results == nil {
+		results[0] = o.res
+		return o.res.Allowed, o.at, nil
 	}
-	if len(reply) != 1+4*len(reqs) {
-		return false, 0, fmt.Errorf("redisstore: %w: %d values for %d limits", redlimit.ErrBadReply, len(reply), len(reqs))
+	allowed = true
+	for i, r := range o.results {
+		results[i] = r
+		allowed = allowed && r.Allowed
 	}
-	return readResults(reply, reqs, results), reply[0], nil
+	return allowed, o.at, nil
 }
 
-// readResults fills results from reply, the decision script's { now, then
-// four values per limit } for reqs, and reports whether all were allowed.
-func readResults(reply []int64, reqs []redlimit.Request, results []redlimit.Result) (allowed bool) {
-	allowed = true
+// keys returns the Redis keys of reqs.
+func (s *Store) keys(reqs []redlimit.Request) []string {
+	keys := make([]string, len(reqs))
 	for i, r := range reqs {
-		results[i] = result(r, reply[1+4*i:5+4*i])
-		allowed = allowed && results[i].Allowed
+		keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
-	return allowed
+	return keys
+}
+
+// call runs w, which holds one entry (a call never batched), and returns
+// the reply, at the entry's values; the error is the call's, or the
+// entry's own (ErrKeyState), named op.
+func (s *Store) call(ctx context.Context, op string, w *wire) (*reply, error) {
+	keys, args := w.args(s.scriptTime(), s.margin, false)
+	v, err := s.b.eval(ctx, batchScript, keys, args)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	r, ok := readReply(v)
+	if !ok {
+		return nil, fmt.Errorf("redisstore: %s: %w: %d values", op, redlimit.ErrBadReply, len(v))
+	}
+	if f := r.next(); f != 0 {
+		return nil, keyStateError(op, f)
+	}
+	return &r, nil
+}
+
+// badReply is the error of a reply of the wrong shape for op.
+func badReply(op string, r *reply) error {
+	return fmt.Errorf("redisstore: %s: %w: for entry %d", op, redlimit.ErrBadReply, r.entry)
 }
 
 func fromMicros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
@@ -312,88 +325,4 @@ func (s *Store) scriptTime() string {
 		return ""
 	}
 	return strconv.FormatInt(micros.Of(s.now()), 10)
-}
-
-// callScript runs op for reqs in one script call and returns its reply:
-// the single-limit script of the algorithm when allowing or peeking at one
-// limit that is not a debit (see lua/single.lua), the decision script
-// otherwise (see lua/decide.lua), both replying { now, then four values
-// per limit }, or { now } for a reset; opAdmit adds two values per limit
-// (see admitGroup).
-func (s *Store) callScript(ctx context.Context, op string, reqs []redlimit.Request) ([]int64, error) {
-	at := s.scriptTime()
-	var reply []int64
-	var err error
-	if len(reqs) == 1 && !reqs[0].Debit && (op == opAllow || op == opPeek) {
-		reply, err = s.callSingleLimitScript(ctx, op, reqs[0], s.key(hashTag(reqs[0].Key), reqs[0].Limit), at)
-	} else {
-		keys, args := s.decisionArgs(op, reqs, at)
-		reply, err = s.b.eval(ctx, decideScript, keys, args)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
-	}
-	return reply, nil
-}
-
-// decisionArgs returns the keys and arguments of the decision script for
-// op (not opRefund) on reqs at the time at (ARGV[2]): for each request
-// appendLimitArgs's six values and 1 for a debit, 0 for an admission.
-func (s *Store) decisionArgs(op string, reqs []redlimit.Request, at string) (keys, args []string) {
-	keys = make([]string, len(reqs))
-	for i, r := range reqs {
-		keys[i] = s.key(hashTag(r.Key), r.Limit)
-	}
-	return s.decisionArgsKeys(op, reqs, keys, at)
-}
-
-// decisionArgsKeys is decisionArgs for reqs whose Redis keys are keys.
-func (s *Store) decisionArgsKeys(op string, reqs []redlimit.Request, keys []string, at string) ([]string, []string) {
-	args := make([]string, 3, 3+7*len(reqs))
-	args[0], args[1], args[2] = op, at, s.margin
-	for _, r := range reqs {
-		kind := "0"
-		if r.Debit {
-			kind = "1"
-		}
-		args = append(appendLimitArgs(args, r), kind)
-	}
-	return keys, args
-}
-
-// appendLimitArgs appends the first six of the decision script's seven
-// values for r (see lua/decide.lua): algorithm, window µs, count, burst,
-// emission interval µs and cost.
-func appendLimitArgs(args []string, r redlimit.Request) []string {
-	l := r.Limit
-	var ei int64
-	if l.Algorithm == redlimit.TokenBucket {
-		ei = l.EmissionInterval()
-	}
-	return append(args,
-		strconv.Itoa(int(l.Algorithm)),
-		strconv.FormatInt(l.Period.Microseconds(), 10),
-		strconv.FormatInt(l.Count, 10),
-		strconv.FormatInt(l.Burst, 10),
-		strconv.FormatInt(ei, 10),
-		strconv.FormatInt(r.Cost, 10),
-	)
-}
-
-// callSingleLimitScript runs op (opAllow or opPeek) for r, whose Redis
-// key is key, in the single-limit script of its algorithm, at the time at
-// (ARGV[2]).
-func (s *Store) callSingleLimitScript(ctx context.Context, op string, r redlimit.Request, key, at string) ([]int64, error) {
-	l := r.Limit
-	window, count := l.Period.Microseconds(), l.Count
-	if l.Algorithm == redlimit.TokenBucket {
-		window, count = l.EmissionInterval(), l.Burst
-	}
-	args := []string{
-		op, at, s.margin,
-		strconv.FormatInt(window, 10),
-		strconv.FormatInt(count, 10),
-		strconv.FormatInt(r.Cost, 10),
-	}
-	return s.b.eval(ctx, singleScript(l.Algorithm), []string{key}, args)
 }

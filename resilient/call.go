@@ -133,6 +133,7 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		// Allowed in the half-open state: this is its one probe.
 		c.probe = true
 		d, err := l.probe(ctx, c, budget, done)
+		l.called(now, err)
 		if err == nil {
 			l.kick()
 		}
@@ -144,10 +145,19 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 	}
 	d, err := l.bounded(ctx, c, budget)
 	done(err)
+	l.called(now, err)
 	if err == nil {
 		l.kick()
 	}
 	return d, err
+}
+
+// called reports a store call that started at start and ended with err
+// to the Observer, if any, unless its caller went away.
+func (l *Limiter) called(start time.Time, err error) {
+	if l.obs != nil && !errors.Is(err, errCallerGone) {
+		l.obs.StoreCalled(time.Since(start), err)
+	}
 }
 
 // inline reports whether c may be made on its caller's goroutine: an

@@ -29,7 +29,8 @@
 //
 // What the local fallback admitted is owed to the store and charged to it
 // once it answers again ([Limiter.Reconciliation]). Every [redlimit.Result]
-// says which path decided it. docs/RELIABILITY.md gives the guarantees and
-// the fault tests' figures (a Redis killed, hung, a Cluster master failing
-// over).
+// says which path decided it. [Options.Observer] is told of each; the
+// module github.com/redlimit/redlimit/prometheus makes them metrics.
+// docs/RELIABILITY.md gives the guarantees and the fault tests' figures (a
+// Redis killed, hung, a Cluster master failing over).
 package resilient

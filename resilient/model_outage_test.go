@@ -138,10 +138,12 @@ func TestRandomOutagesOneNode(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xa77ac4))
 			ctx := context.Background()
 			store := &flaky{Store: redisStore(t, []string{srv.Addr()}), down: map[string]bool{}}
+			rec := newRecorder()
 			l := newLimiter(t, store, resilient.Options{
 				FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond, ReconcileSpread: -1, Timeout: time.Second,
-				Settle: time.Hour,
+				Settle: time.Hour, Observer: rec,
 			})
+			decided := map[string]int{} // what the Observer must have been told
 			lim := redlimit.PerHour(int64(5 + rng.IntN(40))).SlidingLog()
 			keys := []string{fmt.Sprint("a", rng.Uint64()), fmt.Sprint("b", rng.Uint64()), fmt.Sprint("c", rng.Uint64())}
 			net := map[string]int64{}
@@ -198,6 +200,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					decided[outcome(r.Allowed, r.Source)]++
 					if r.Allowed {
 						net[k] += n
 						if probe && r.Source == redlimit.FromStore {
@@ -213,6 +216,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
+					decided[outcome(g.Results[0].Allowed, g.Results[0].Source)]++
 					if probe && g.Allowed && g.Results[0].Source == redlimit.FromStore {
 						probed[k] += n
 					}
@@ -236,6 +240,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 				}
 				check(step)
 			}
+			checkObserved(t, rec, decided)
 			store.mu.Lock()
 			clear(store.down)
 			store.loseNext = 0
@@ -262,6 +267,24 @@ func TestRandomOutagesOneNode(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkObserved checks that rec was told the decisions of want (outcome
+// counts) and breaker changes that chain from closed.
+func checkObserved(t *testing.T, rec *recorder, want map[string]int) {
+	t.Helper()
+	got, _, _, changes := rec.snapshot()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the Observer was told %v, the results were %v", got, want)
+	}
+	state := "closed"
+	for _, c := range changes {
+		if c.from != state || c.from == c.to {
+			t.Errorf("breaker changes %v: %s to %s after %s", changes, c.from, c.to, state)
+			return
+		}
+		state = c.to
 	}
 }
 

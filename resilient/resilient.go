@@ -132,11 +132,10 @@ type Options struct {
 	Nodes NodeCounter
 	// Logger receives breaker changes and failures; default slog.Default().
 	Logger *slog.Logger
-	// BreakerChanged, if not nil, is told each change of the breaker's
-	// state instead of the Logger. cause is the store's error that opened
-	// it, nil for other changes. It runs under the breaker's lock: it must
-	// be fast and must not call the Limiter.
-	BreakerChanged func(from, to string, cause error)
+	// Observer, if not nil, is told each decision, store call and breaker
+	// change (see [Observer]). It gets the breaker's changes instead of
+	// the Logger.
+	Observer Observer
 	// Now is the clock of the deny cache; default time.Now.
 	Now func() time.Time
 }
@@ -162,8 +161,8 @@ type Limiter struct {
 	ownsFB   *memory.Store
 	nodes    NodeCounter
 	log      *slog.Logger
-	changed  func(from, to string, cause error) // Options.BreakerChanged
-	lastFail atomic.Pointer[error]              // the store's last failure the breaker counted
+	obs      Observer              // nil when none
+	lastFail atomic.Pointer[error] // the store's last failure the breaker counted
 	now      func() time.Time
 	workers  workers
 	bound    bool          // the store's AllowN and Peek return by their context's deadline (see contextBound)
@@ -208,7 +207,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		fallback: opts.Fallback,
 		nodes:    opts.Nodes,
 		log:      opts.Logger,
-		changed:  opts.BreakerChanged,
+		obs:      opts.Observer,
 		now:      opts.Now,
 		workers:  newWorkers(maxWorkers),
 		spread:   cmp.Or(opts.ReconcileSpread, DefaultReconcileSpread),
@@ -270,8 +269,8 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 			if p := l.lastFail.Load(); p != nil && to == gobreaker.StateOpen {
 				cause = *p
 			}
-			if l.changed != nil {
-				l.changed(from.String(), to.String(), cause)
+			if l.obs != nil {
+				l.obs.BreakerChanged(from.String(), to.String(), cause)
 			} else {
 				l.log.Warn("redlimit: circuit breaker", "from", from.String(), "to", to.String(), "cause", cause)
 			}
@@ -343,8 +342,18 @@ func (l *Limiter) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlim
 }
 
 // allowAll is AllowAll; with admit, it admits through the store's and the
-// fallback's Admit, and returns what a Refund needs.
+// fallback's Admit, and returns what a Refund needs. It reports the
+// decision to the Observer.
 func (l *Limiter) allowAll(ctx context.Context, reqs []redlimit.Request, admit bool) (redlimit.Decision, *receipt, error) {
+	d, rc, err := l.decide(ctx, reqs, admit)
+	if err == nil {
+		l.observe(d)
+	}
+	return d, rc, err
+}
+
+// decide is allowAll without the report.
+func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit bool) (redlimit.Decision, *receipt, error) {
 	if err := redlimit.ValidateRequests(reqs); err != nil {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}

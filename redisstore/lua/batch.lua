@@ -1,43 +1,34 @@
--- The path of batches: the decisions of several callers that reached one
--- Redis node together, decided in the order given, one after another, at
--- one instant (TIME read once by the prelude): each exactly as the script
--- it would run alone decides it (single.lua for one limit, decide.lua for
--- several), which is what the same requests sent one by one would get if
--- they all reached Redis within that microsecond, in this order: the
--- script runs atomically. Joined after the prelude, every algorithm's
--- files, every single_<algorithm>.lua, debit.lua and several.lua.
--- KEYS: on a standalone server or a Cluster slot, the entries' keys, in
--- order: one per entry of one limit, n per decision of several (a key may
--- repeat). With allow-cross-slot-keys (the batch of a
--- Cluster node, whose keys span several slots), KEYS[1] is only checked by
--- Redis before the script runs, and the keys are in ARGV, see below.
--- ARGV[1]: the number of entries, d: a decision of several limits, or a
--- run of m identical decisions of one limit (one key, one limit, one cost,
--- allow or peek, consecutive in the batch's order).
--- ARGV[4]: '' when the keys are KEYS; otherwise the index in ARGV after
--- which they are, in the same order.
--- ARGV[5]: the entries, two bytes each, in order: '0' for a decision of
--- several limits (AllowAll), otherwise 64 + the number of its limit, one
--- of the s limits given once for the batch, which decisions share (the
--- arguments of a decision cost Redis about a thousand instructions each);
--- then the entry's m (1 for several limits), at most 64.
--- ARGV[6]: s. From ARGV[7], each limit: 'a' (allow) or 'p' (peek),
--- algorithm (1 fixed_window, 2 sliding_log, 3 sliding_window,
--- 4 token_bucket), window µs (token bucket: emission interval µs), count
--- (token bucket: burst), cost.
--- Then each decision of several limits, in order: the number of limits n,
--- then decide.lua's seven values per limit.
--- Reply: { now, then per entry, in order: of one decision of one limit,
--- allowed, its remaining and reset-after µs, or denied, -1 - remaining
--- (remaining is never negative), retry-after µs (-1 for never) and
--- reset-after µs (an allowed decision's retry-after is 0: each value of a
--- reply costs Redis about 500 instructions); of a run of m > 1, segments
--- covering its m decisions in order (see run_entry); of several limits, per
--- limit, allowed (1/0), remaining, retry-after and reset-after: the
--- replies of the scripts alone, without their now; an entry that failed
--- on its key answers nothing here. Then, per entry that failed, in order,
--- its number and the kind of failure (see key_failure); last, how many
--- entries failed. }
+-- The one decision script: a batch of entries, decided in the order given,
+-- one after another, at one instant (TIME read once by the prelude). An
+-- entry is what a call of the Store sends: one decision of one limit
+-- (AllowN, Peek) or a run of identical ones, a decision of several limits
+-- (AllowAll, Admit), a reset, a refund, or a debit counted once. A lone
+-- call is a batch of one. Each entry gets what it would get alone at that
+-- instant: the script runs atomically. Joined after the prelude, every
+-- algorithm's files, and loaders of the rest (see script.go).
+--
+-- The arguments are laid out as redisstore/wire.go writes them:
+-- ARGV[1]: the entries, three bytes each: kind, x, m. For ALLOW and PEEK,
+-- x is the number of the entry's limit among the batch's limits and m how
+-- many identical decisions it holds; for the other kinds, x is the number
+-- of limits and m is 1.
+-- ARGV[2], ARGV[3]: the time and the TTL margin (prelude.lua).
+-- ARGV[4]: s, the number of the batch's limits.
+-- ARGV[5]: '' when the keys are KEYS; otherwise their number, k, and the
+-- keys follow in ARGV[6 .. 5 + k] (a Cluster node's batch, whose keys
+-- span several slots, with allow-cross-slot-keys: KEYS[1] is only checked
+-- by Redis before the script runs).
+-- Then the s limits, four values each: algorithm (1 fixed_window,
+-- 2 sliding_log, 3 sliding_window, 4 token_bucket), window µs (token
+-- bucket: emission interval µs), count (token bucket: burst), cost.
+-- Then each entry of another kind, in order, its values (see wire.go).
+-- Keys: each entry's, in order: one for ALLOW and PEEK, x for the others,
+-- two for ONCE (the limit's and its marker's).
+--
+-- Reply: { now, then each entry's values, in order (see wire.go); an
+-- entry that failed on its key answers nothing there. Then, per entry
+-- that failed, in order, its number and the kind of failure (see
+-- key_failure); last, how many entries failed. }
 --
 -- Keys in ARGV are keys Redis did not check before the script ran, and a
 -- script that fails halfway keeps what it wrote: so before anything else,
@@ -45,64 +36,69 @@
 -- (its slot moved, or is migrating and the key is gone), the script
 -- answers NOTOWNED and has written nothing; the store then decides the
 -- batch again, slot by slot (see redisstore/pernode.go).
--- known holds each algorithm's number as text. one holds, by the same,
--- each algorithm's <algorithm>_one, which decides a decision alone on its
--- key, and decide_several decide_limits: both are made by the first
--- decision that needs them (load_one, load_several: a hot key's batch
--- needs neither, and making them costs Redis about 25,000 instructions a
--- call).
-local known = { ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true }
-local one, decide_several
 
-local d = tonumber(ARGV[1])
-local keys, kfirst = KEYS, 0
-if ARGV[4] ~= '' then keys, kfirst = ARGV, tonumber(ARGV[4]) end
+-- one holds, by algorithm as text, each algorithm's <algorithm>_one,
+-- which decides a decision alone on its key; several and more are the
+-- entry functions of the other kinds (once.lua, refund.lua):
+-- each made by the first entry that needs it (a script makes its
+-- functions anew at each call: a hot key's batch needs none).
+local one, several, more
 
--- The limits, by number: allow (true for 'a'), algorithm (as text),
--- window, count and cost, and the cost as text.
-local sallow, salg, sW, sL, sn, scost = {}, {}, {}, {}, {}, {}
-local ns = tonumber(ARGV[6])
+-- other decides entry kd (not ALLOW or PEEK) of x limits, whose keys
+-- follow keys[k0] and whose values start at ARGV[v], and appends its
+-- values to out.
+local function other(kd, x, keys, k0, v, out)
+  if kd == SEVERAL or kd == ADMIT or kd == ONCE then
+    if several == nil then several = load_several() end
+    return several(kd, x, keys, k0, v, out)
+  end
+  if more == nil then more = load_more() end
+  more(kd, x, keys, k0, v, out)
+end
+
+local raw = { string.byte(ARGV[1], 1, -1) }
+local d = #raw / 3
+local keys, j = KEYS, 6
+if ARGV[5] ~= '' then keys, j = ARGV, 6 + tonumber(ARGV[5]) end
+
+-- The batch's limits, by number: algorithm (as text), window, count and
+-- cost, and the cost as text.
+local salg, sW, sL, sn, scost = {}, {}, {}, {}, {}
+local ns = tonumber(ARGV[4])
 for l = 1, ns do
-  local j = 2 + 5 * l
-  local a = ARGV[j + 1]
+  local a = ARGV[j]
   if not known[a] then
     return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
   end
-  sallow[l], salg[l], sW[l], sL[l], sn[l], scost[l] = ARGV[j] == 'a', a, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 4] + 0, ARGV[j + 4]
+  salg[l], sW[l], sL[l], sn[l], scost[l] = a, ARGV[j + 1] + 0, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 3]
+  j = j + 4
 end
 
--- dec[i] is entry i's limit, or SEVERAL, and rep[i] its m; kat[i] is the
--- index in keys of its first key, at[i] that in ARGV of its number of
--- limits (several).
-local SEVERAL = 48 - 64
-local raw = { string.byte(ARGV[5], 1, 2 * d) }
-local dec, rep = {}, {}
-local at, kat = {}, {}
-local j, k = 7 + 5 * ns, kfirst + 1
+-- kind[i] is entry i's kind, lim[i] its limit (ALLOW, PEEK) or number of
+-- limits, rep[i] its m; kat[i] is the index in keys of its first key,
+-- at[i] that in ARGV of its first value.
+local kind, lim, rep, kat, at = {}, {}, {}, {}, {}
+local k = 1
+if keys == ARGV then k = 6 end
+local k0 = k
 for i = 1, d do
-  local b = raw[2 * i - 1] - 64
-  dec[i], rep[i], kat[i] = b, raw[2 * i], k
-  if b == SEVERAL then
-    at[i] = j
-    local n = tonumber(ARGV[j])
-    for l = 0, n - 1 do
-      local a = ARGV[j + 1 + 7 * l]
-      if not known[a] then
-        return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
-      end
-    end
-    j, k = j + 1 + 7 * n, k + n
-  else
-    if salg[b] == nil then
-      return redis.error_reply('ERR redlimit: unknown limit ' .. tostring(b))
+  local kd, x = raw[3 * i - 2], raw[3 * i - 1]
+  kind[i], lim[i], rep[i], kat[i], at[i] = kd, x, raw[3 * i], k, j
+  if kd == ALLOW or kd == PEEK then
+    if salg[x] == nil then
+      return redis.error_reply('ERR redlimit: unknown limit ' .. tostring(x))
     end
     k = k + 1
+  else
+    local n, e = sized(kd, x, j)
+    if n == nil then return e end
+    k, j = k + n, e
   end
 end
-if kfirst > 0 then
-  for i = kfirst + 1, k - 1 do
-    if (i == kfirst + 1 or keys[i] ~= keys[i - 1]) and type(redis.pcall('EXISTS', keys[i])) == 'table' then
-      return redis.error_reply('NOTOWNED redlimit: key ' .. (i - kfirst) .. ' of the batch is not served here')
+if keys == ARGV then
+  for i = k0, k - 1 do
+    if (i == k0 or keys[i] ~= keys[i - 1]) and type(redis.pcall('EXISTS', keys[i])) == 'table' then
+      return redis.error_reply('NOTOWNED redlimit: key ' .. (i - k0 + 1) .. ' of the batch is not served here')
     end
   end
 end
@@ -120,140 +116,145 @@ end
 -- decisions share it).
 local out, o = { now }, 1
 
--- put appends a decision's reply to out.
-local function put(ok, rem, retry, reset)
-  if ok then
-    out[o + 1], out[o + 2] = rem, reset
-    o = o + 2
-  else
-    out[o + 1], out[o + 2], out[o + 3] = -1 - rem, retry, reset
-    o = o + 3
+-- put..run_log, which decide entries of one limit on the state of their
+-- key read once, are made by load_runs, for a batch that has such runs.
+local put, admitted, denied, run_entry, run_windows, run_bucket, run_log
+local function load_runs()
+  -- put appends a decision's reply to out.
+  function put(ok, rem, retry, reset)
+    if ok then
+      out[o + 1], out[o + 2] = rem, reset
+      o = o + 2
+    else
+      out[o + 1], out[o + 2], out[o + 3] = -1 - rem, retry, reset
+      o = o + 3
+    end
   end
-end
 
--- admitted and denied append a segment of c decisions (see below).
-local function admitted(c, rem, reset, drem, dreset)
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = c, rem, reset, drem, dreset
-  o = o + 5
-end
-local function denied(c, rem, retry, reset)
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -c, rem, retry, reset
-  o = o + 4
-end
+  -- admitted and denied append a segment of c decisions (see below).
+  function admitted(c, rem, reset, drem, dreset)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = c, rem, reset, drem, dreset
+    o = o + 5
+  end
+  function denied(c, rem, retry, reset)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] = -c, rem, retry, reset
+    o = o + 4
+  end
 
--- The replies of an entry of m > 1 identical decisions go in segments,
--- each covering the next c of its decisions, in order:
---   c, remaining, reset-after, and the steps of both from one decision
---   to the next: c allowed decisions, the j-th (from 0) with remaining +
---   j * step and reset-after + j * step;
---   -c, remaining, retry-after, reset-after: c denied decisions, the same.
--- A hot key's decisions then cost Redis a segment's values, not two or
--- three each, and the decision of two costs, not one per decision:
---
--- run_entry decides entry k's m decisions with try(l, n), which decides a
--- request of limit l and cost n on the run's state as read and changed so
--- far (allowed, remaining, retry-after, reset-after, then what commit
--- needs), and commit(l, n, reset, ...), which changes that state as an
--- admission of it does. It relies on what every algorithm's check does at
--- one instant: a request that is denied, or a peek, changes nothing, so
--- the decisions after it are decided the same; and admitting costs a and
--- then b leaves the state that admitting a + b at once does, the second
--- admitted exactly when a + b would be, with what a + b answers. So once
--- the first is admitted, the other m - 1 are all admitted if they would
--- be as one (the last answers what the one does), each taking its cost
--- from the remaining and moving the reset-after by the same step (a token
--- bucket's, by its cost's emission; the others' not at all). Otherwise
--- they are decided one by one, each allowed decision a segment of its own
--- (a key at its limit: a few are admitted, then one denial answers the
--- rest).
-local function run_entry(k, try, commit)
-  local l = dec[k]
-  local n, m, allow = sn[l], rep[k], sallow[l]
-  local ok, rem, retry, reset, x, y, z = try(l, n)
-  if ok and allow then commit(l, n, reset, x, y, z) end
-  if m == 1 then
-    put(ok, rem, retry, reset)
-    return
-  end
-  if not ok then
-    denied(m, rem, retry, reset)
-    return
-  end
-  if not allow then
-    admitted(m, rem, reset, 0, 0)
-    return
-  end
-  local rest = (m - 1) * n
-  local ok2, rem2, _, reset2, x2, y2, z2 = try(l, rest)
-  local drem, dreset = (rem2 - rem) / (m - 1), (reset2 - reset) / (m - 1)
-  -- Steps that are not whole would say the check breaks the rule above:
-  -- the decisions then go one by one, exact whatever the check.
-  if ok2 and drem % 1 == 0 and dreset % 1 == 0 then
-    commit(l, rest, reset2, x2, y2, z2)
-    admitted(m, rem, reset, drem, dreset)
-    return
-  end
-  admitted(1, rem, reset, 0, 0)
-  for j = 2, m do
-    ok, rem, retry, reset, x, y, z = try(l, n)
-    if not ok then
-      denied(m - j + 1, rem, retry, reset)
+  -- The replies of an entry of m > 1 identical decisions go in segments,
+  -- each covering the next c of its decisions, in order:
+  --   c, remaining, reset-after, and the steps of both from one decision
+  --   to the next: c allowed decisions, the j-th (from 0) with remaining +
+  --   j * step and reset-after + j * step;
+  --   -c, remaining, retry-after, reset-after: c denied decisions, the same.
+  -- A hot key's decisions then cost Redis a segment's values, not two or
+  -- three each, and the decision of two costs, not one per decision:
+  --
+  -- run_entry decides entry k's m decisions with try(l, n), which decides a
+  -- request of limit l and cost n on the run's state as read and changed so
+  -- far (allowed, remaining, retry-after, reset-after, then what commit
+  -- needs), and commit(l, n, reset, ...), which changes that state as an
+  -- admission of it does. It relies on what every algorithm's check does at
+  -- one instant: a request that is denied, or a peek, changes nothing, so
+  -- the decisions after it are decided the same; and admitting costs a and
+  -- then b leaves the state that admitting a + b at once does, the second
+  -- admitted exactly when a + b would be, with what a + b answers. So once
+  -- the first is admitted, the other m - 1 are all admitted if they would
+  -- be as one (the last answers what the one does), each taking its cost
+  -- from the remaining and moving the reset-after by the same step (a token
+  -- bucket's, by its cost's emission; the others' not at all). Otherwise
+  -- they are decided one by one, each allowed decision a segment of its own
+  -- (a key at its limit: a few are admitted, then one denial answers the
+  -- rest).
+  function run_entry(k, try, commit)
+    local l = lim[k]
+    local n, m, allow = sn[l], rep[k], kind[k] == ALLOW
+    local ok, rem, retry, reset, x, y, z = try(l, n)
+    if ok and allow then commit(l, n, reset, x, y, z) end
+    if m == 1 then
+      put(ok, rem, retry, reset)
       return
     end
-    commit(l, n, reset, x, y, z)
+    if not ok then
+      denied(m, rem, retry, reset)
+      return
+    end
+    if not allow then
+      admitted(m, rem, reset, 0, 0)
+      return
+    end
+    local rest = (m - 1) * n
+    local ok2, rem2, _, reset2, x2, y2, z2 = try(l, rest)
+    local drem, dreset = (rem2 - rem) / (m - 1), (reset2 - reset) / (m - 1)
+    -- Steps that are not whole would say the check breaks the rule above:
+    -- the decisions then go one by one, exact whatever the check.
+    if ok2 and drem % 1 == 0 and dreset % 1 == 0 then
+      commit(l, rest, reset2, x2, y2, z2)
+      admitted(m, rem, reset, drem, dreset)
+      return
+    end
     admitted(1, rem, reset, 0, 0)
-  end
-end
-
--- run_windows decides entries i..e on the window hash key with check
--- (fixed_window_check or sliding_window_check) and span.
-local function run_windows(key, i, e, check, span)
-  local lw, lc, pc, h = windows_read(key)
-  local w0, add, ttl = lw, 0, nil
-  local function try(l, n) return check(now, sW[l], sL[l], n, lw, lc, pc) end
-  local function commit(l, n, reset, w, c, p)
-    if w ~= lw then ttl = reset end
-    lw, lc, add = w, c, add + n
-    if p ~= nil then pc = p end
-  end
-  for k = i, e do run_entry(k, try, commit) end
-  if add == 0 then return end
-  if lw ~= w0 then windows_retire(key, h, lw - span + 1) end
-  redis.call('HINCRBY', key, str(lw), add)
-  if ttl ~= nil then redis.call('PEXPIRE', key, ms(ttl)) end
-end
-
--- run_bucket decides entries i..e on the token bucket key.
-local function run_bucket(key, i, e)
-  local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
-  local ttl
-  local function try(l, n) return token_bucket_check(now, sW[l], sL[l], n, tat) end
-  local function commit(l, n, reset, t) tat, ttl = t, reset end
-  for k = i, e do run_entry(k, try, commit) end
-  if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
-end
-
--- run_log decides entries i..e on the sliding log key, whose period is W.
--- Its admissions are one write, which trims as their writes one by one
--- would have: first and later (log_append), counted per admission, of
--- its own cost and count, when the log has something old to trim.
-local function run_log(key, i, e, W)
-  local t, c, newest, top, total, base, old = log_read(key, now, W)
-  local stored, last, add, seen = c, newest, 0, {}
-  local cum, first, later = total, nil, 0
-  local function try(l, n) return sliding_log_check(key, now, W, sL[l], n, t, c, last, base, stored, seen) end
-  local function commit(l, n)
-    c, last, add = c + n, t, add + n
-    if not old then return end
-    local each, L = sn[l], sL[l]
-    for _ = 1, n / each do
-      local crosses
-      crosses, cum = log_crosses(cum, each, L)
-      if first == nil then first = crosses elseif crosses then later = later + 1 end
+    for j = 2, m do
+      ok, rem, retry, reset, x, y, z = try(l, n)
+      if not ok then
+        denied(m - j + 1, rem, retry, reset)
+        return
+      end
+      commit(l, n, reset, x, y, z)
+      admitted(1, rem, reset, 0, 0)
     end
   end
-  for k = i, e do run_entry(k, try, commit) end
-  if add > 0 then log_append(key, W, total, newest, top, t, add, first, later) end
+
+  -- run_windows decides entries i..e on the window hash key with check
+  -- (fixed_window_check or sliding_window_check) and span.
+  function run_windows(key, i, e, check, span)
+    local lw, lc, pc, h = windows_read(key)
+    local w0, add, ttl = lw, 0, nil
+    local function try(l, n) return check(now, sW[l], sL[l], n, lw, lc, pc) end
+    local function commit(l, n, reset, w, c, p)
+      if w ~= lw then ttl = reset end
+      lw, lc, add = w, c, add + n
+      if p ~= nil then pc = p end
+    end
+    for k = i, e do run_entry(k, try, commit) end
+    if add == 0 then return end
+    if lw ~= w0 then windows_retire(key, h, lw - span + 1) end
+    redis.call('HINCRBY', key, str(lw), add)
+    if ttl ~= nil then redis.call('PEXPIRE', key, ms(ttl)) end
+  end
+
+  -- run_bucket decides entries i..e on the token bucket key.
+  function run_bucket(key, i, e)
+    local tat, given, last, epoch = token_bucket_read(redis.call('GET', key))
+    local ttl
+    local function try(l, n) return token_bucket_check(now, sW[l], sL[l], n, tat) end
+    local function commit(l, n, reset, t) tat, ttl = t, reset end
+    for k = i, e do run_entry(k, try, commit) end
+    if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
+  end
+
+  -- run_log decides entries i..e on the sliding log key, whose period is W.
+  -- Its admissions are one write, which trims as their writes one by one
+  -- would have: first and later (log_append), counted per admission, of
+  -- its own cost and count, when the log has something old to trim.
+  function run_log(key, i, e, W)
+    local t, c, newest, top, total, base, old = log_read(key, now, W)
+    local stored, last, add, seen = c, newest, 0, {}
+    local cum, first, later = total, nil, 0
+    local function try(l, n) return sliding_log_check(key, now, W, sL[l], n, t, c, last, base, stored, seen) end
+    local function commit(l, n)
+      c, last, add = c + n, t, add + n
+      if not old then return end
+      local each, L = sn[l], sL[l]
+      for _ = 1, n / each do
+        local crosses
+        crosses, cum = log_crosses(cum, each, L)
+        if first == nil then first = crosses elseif crosses then later = later + 1 end
+      end
+    end
+    for k = i, e do run_entry(k, try, commit) end
+    if add > 0 then log_append(key, W, total, newest, top, t, add, first, later) end
+  end
 end
 
 -- fails lists the entries that failed on their key (key_failure), each
@@ -272,19 +273,20 @@ end
 
 local i = 1
 while i <= d do
-  local l, o0 = dec[i], o
-  if l == SEVERAL then
-    if decide_several == nil then decide_several = load_several() end
-    local fine, err = pcall(decide_several, true, keys, kat[i] - 1, tonumber(ARGV[at[i]]), ARGV, at[i], out)
+  local kd, o0 = kind[i], o
+  if kd ~= ALLOW and kd ~= PEEK then
+    local fine, err = pcall(other, kd, lim[i], keys, kat[i] - 1, at[i], out)
     o = #out
     if not fine then failed(i, i, o0, err) end
     i = i + 1
   else
+    local l = lim[i]
     local key, alg = keys[kat[i]], salg[l]
     local e = i
-    while e < d and dec[e + 1] ~= SEVERAL and keys[kat[e + 1]] == key and salg[dec[e + 1]] == alg do e = e + 1 end
+    while e < d and (kind[e + 1] == ALLOW or kind[e + 1] == PEEK) and keys[kat[e + 1]] == key and salg[lim[e + 1]] == alg do e = e + 1 end
     local run = e > i or rep[i] > 1
     local fine, err = true, nil
+    if run and run_entry == nil then load_runs() end
     if run and alg == '1' then
       fine, err = pcall(run_windows, key, i, e, fixed_window_check, FIXED_WINDOW_SPAN)
     elseif run and alg == '3' then
@@ -300,9 +302,9 @@ while i <= d do
       end
       local alone = one[alg]
       for k = i, e do
-        local l = dec[k]
+        local l = lim[k]
         -- put, inline.
-        local ok1, ok, rem, retry, reset = pcall(alone, key, sallow[l], sW[l], sL[l], sn[l], scost[l])
+        local ok1, ok, rem, retry, reset = pcall(alone, key, kind[k] == ALLOW, sW[l], sL[l], sn[l], scost[l])
         if not ok1 then
           failed(k, k, o, ok)
         elseif ok then

@@ -1,27 +1,29 @@
--- The path of a debit counted at most once per idempotency id
--- (redisstore.Store.DebitOnce), joined after the prelude, every
--- algorithm's files, debit.lua and several.lua (decide_limits).
--- KEYS[1]: the limit's key.
--- KEYS[2]: the charge's marker: the limit's key, ':once:' and the id, so
--- that it has the same hash tag (on Redis Cluster, the same slot).
--- ARGV[1]: 'once'.
--- ARGV[4..10]: decide.lua's seven values of the debit (the seventh is 1).
--- ARGV[11]: how long the marker lives, µs (see redisstore/once.go).
--- Reply: { now, 1 if this call counted the debit or 0 if a call with the
--- same id had, then allowed (1/0), remaining, retry-after µs (-1 for
--- never), reset-after µs }. The four values are the debit's result when
--- this call counted it, and a peek at the same cost otherwise (the state
--- after the debit, and whatever came since).
-local a = tonumber(ARGV[4])
-if a ~= FIXED_WINDOW and a ~= SLIDING_LOG and a ~= SLIDING_WINDOW and a ~= TOKEN_BUCKET then
-  return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(ARGV[4]))
+-- A debit counted at most once per idempotency id
+-- (redisstore.Store.DebitOnce), and the entry function of the kinds of
+-- several limits; joined after several.lua.
+
+-- once_limit decides the debit of one limit whose key is keys[k0 + 1] and
+-- whose seven values (several.lua; the seventh is 1) follow args[a0], the
+-- eighth being how long the marker lives, µs (see redisstore/once.go).
+-- keys[k0 + 2] is the marker: the limit's key, ':once:' and the id, so
+-- that it has the same hash tag (on Redis Cluster, the same slot). It
+-- appends to out 1 if it counted the debit or 0 if a call with the same
+-- id had, then allowed (1/0), remaining, retry-after µs (-1 for never),
+-- reset-after µs: the debit's result when it counted it, and a peek at the
+-- same cost otherwise (the state after the debit, and whatever came
+-- since).
+local function once_limit(keys, k0, args, a0, out)
+  local marker = keys[k0 + 2]
+  local counted = redis.call('EXISTS', marker) == 0
+  out[#out + 1] = counted and 1 or 0
+  decide_limits(counted, keys, k0, 1, args, a0, out)
+  if counted then redis.call('SET', marker, args[a0 + 6], 'PX', ms(tonumber(args[a0 + 8]))) end
 end
-local out = { now, 0 }
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  decide_limits(false, KEYS, 0, 1, ARGV, 3, out)
-  return out
+
+-- entry decides an entry of kind SEVERAL, ADMIT or ONCE (batch.lua) of x
+-- limits, whose keys follow keys[k0] and whose values start at ARGV[v],
+-- and appends its values to out.
+local function entry(kd, x, keys, k0, v, out)
+  if kd == ONCE then return once_limit(keys, k0, ARGV, v - 1, out) end
+  decide_limits(true, keys, k0, x, ARGV, v - 1, out, kd == ADMIT)
 end
-decide_limits(true, KEYS, 0, 1, ARGV, 3, out)
-redis.call('SET', KEYS[2], ARGV[9], 'PX', ms(tonumber(ARGV[11])))
-out[2] = 1
-return out

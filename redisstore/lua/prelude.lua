@@ -1,13 +1,11 @@
--- redlimit's decision scripts, joined by redisstore/script.go: each is this
--- prelude, the files of its algorithms (with the storage they use,
--- windows.lua or log.lua, and muldiv.lua) and its path: single.lua and one
--- single_<algorithm>.lua for one limit (AllowN, Peek), or debit.lua,
--- refund.lua, several.lua and decide.lua for several limits and debits,
--- Reset and refunds, or batch.lua for batches (see script.go). An
+-- redlimit's decision script, joined by redisstore/script.go: this
+-- prelude, the files of the algorithms (with the storage they use,
+-- windows.lua or log.lua, and muldiv.lua), then batch.lua, which decides
+-- every entry a call sends, with the files its entries need. An
 -- algorithm's file holds its arithmetic, following memory/algorithms.go
 -- operation for operation: <algorithm>_check, from the state read to the
--- result and the state to write. Both paths call it, and differ only in their Redis reads
--- and writes. At one instant a check is monotone in cost (what it
+-- result and the state to write. Every path calls it, and differs only in
+-- its Redis reads and writes. At one instant a check is monotone in cost (what it
 -- admits, it admits at any smaller cost), and admitting a then b leaves
 -- the state, and answers b, as admitting a + b at once does: batch.lua
 -- decides a hot key's identical decisions as two requests on that.
@@ -18,12 +16,14 @@
 -- tables. redis.call gets strings where the script has them (constants,
 -- ARGV, ms): Redis formats a number argument as text, which costs more
 -- than a function call. Times are integer microseconds.
--- ARGV[1]: the operation.
 -- ARGV[2]: the time in µs, or '' for the server's clock (TIME).
 -- ARGV[3]: µs added to every TTL.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local NEVER = -1
+local FIXED_WINDOW, SLIDING_LOG, SLIDING_WINDOW, TOKEN_BUCKET = 1, 2, 3, 4
+-- The entry kinds of a batch (batch.lua, redisstore/wire.go).
+local ALLOW, PEEK, SEVERAL, ADMIT, RESET, REFUND, GIVEBACK, ONCE = 97, 112, 115, 109, 114, 102, 103, 111 -- a p s m r f g o
 
 -- Numbers reach the script as text and leave it as text, and Redis's Lua
 -- converts with strtod and sprintf, which cost as much as a Redis call
@@ -82,11 +82,4 @@ local function key_failure(e)
   if string.sub(m, 1, 10) == 'WRONGTYPE ' then return 1 end
   if type(e) == 'string' and string.find(m, '^user_script:%d+: ') then return 2 end
   error(redis.error_reply(m))
-end
-
--- key_error returns the error reply of a decision that failed with e on
--- its key (key_failure): KEYSTATE, then e's message.
-local function key_error(e)
-  key_failure(e)
-  return redis.error_reply('KEYSTATE redlimit: ' .. tostring(type(e) == 'table' and e.err or e))
 end

@@ -1,9 +1,9 @@
--- The refunds of the decision script (see redisstore/refund.go), one per
--- algorithm: each gives back what an allowed request of cost n consumed,
--- found from its mark, an instant that says what the allow wrote (its
--- decision time plus the reset-after it replied). Only the decision script
--- joins this file, so the single-limit scripts do not make these
--- functions at every call.
+-- Resets and refunds (see redisstore/refund.go): change_limits, which
+-- batch.lua calls for each such entry, and one refund per algorithm: each
+-- gives back what an allowed request of cost n consumed, found from its
+-- mark, an instant that says what the allow wrote (its decision time plus
+-- the reset-after it replied). batch.lua makes these functions only for a
+-- call that needs them.
 
 -- windows_refund is the refund of the window algorithms: it takes a
 -- request of cost n out of the count of the window it was counted in,
@@ -154,4 +154,76 @@ local function token_bucket_giveback(key, now, ei, n, mark, gx, ex)
   local b = math.min(n * ei, mark - (given - gx) - last, y - now)
   if b <= 0 then return end
   token_bucket_lower(key, now, y, b, given, last, epoch)
+end
+
+-- reset_limit deletes key, of algorithm alg (window W; a token bucket's
+-- burst and emission interval ei), and leaves a tombstone beside it,
+-- holding the key's reset generation: a number each reset makes new,
+-- never 0 (no reset), for as long as a refund of a request decided before
+-- it could still find a state to take from: the key's TTL, and at least
+-- the longest a request's mark lies after its decision (two windows, or a
+-- token bucket's tolerance). An admission records the generation it found
+-- (several.lua); a refund gives back only in that generation: the reset
+-- gave the request's cost back already. Generations, not times, order
+-- resets and admissions, so clocks that differ or go back change nothing.
+-- A new generation is the last plus 1, or the reset's time when that is
+-- more, so that one made after a tombstone expired does not repeat an
+-- older one.
+local function reset_limit(key, alg, W, burst, ei)
+  local span = 2 * W
+  if alg == TOKEN_BUCKET then span = burst * ei end
+  local ttl, left = ms(span), redis.call('PTTL', key)
+  if left > tonumber(ttl) then ttl = str(left) end
+  local tomb = key .. ':reset'
+  local gen = math.max(tonumber(redis.call('GET', tomb) or '0') + 1, now)
+  redis.call('SET', tomb, str(gen), 'PX', ttl)
+  redis.call('DEL', key)
+end
+
+-- change_limits resets (reset) or refunds n limits: limit i's key is
+-- keys[k0 + i], and its seven values (see several.lua; for a refund, the
+-- seventh is the request's mark) follow args[v] (a refund's: args[v] is
+-- the time the requests were decided at, below which the time is not
+-- taken). A give-back (Store.Refund) has three more values per limit after
+-- them all: for a token bucket, the given and epoch of the refund record
+-- its admission left, then the key's reset generation at the admission
+-- (all three from the Admit's reply). A refund (of an allowed group, right
+-- after another group denied) takes no heed of resets; a give-back gives
+-- nothing back after a reset since the admission: the key's generation is
+-- not the one the admission found.
+local function change_limits(reset, giveback, keys, k0, n, args, v)
+  if reset then
+    for i = 1, n do
+      local j = v + 7 * (i - 1)
+      reset_limit(keys[k0 + i], tonumber(args[j]), tonumber(args[j + 1]), tonumber(args[j + 3]), tonumber(args[j + 4]))
+    end
+    return
+  end
+  local t = math.max(now, tonumber(args[v]))
+  for i = 1, n do
+    local j = v + 1 + 7 * (i - 1)
+    local key, alg, W, c, mark = keys[k0 + i], tonumber(args[j]), tonumber(args[j + 1]), tonumber(args[j + 5]), tonumber(args[j + 6])
+    local r = v + 1 + 7 * n + 3 * (i - 1)
+    local gone = false
+    if giveback then gone = tonumber(redis.call('GET', key .. ':reset') or '0') ~= tonumber(args[r + 2]) end
+    if gone or mark <= t then
+      -- Reset since the decision, or the request's state has expired.
+    elseif alg == FIXED_WINDOW then
+      windows_refund(key, W, FIXED_WINDOW_SPAN, c, mark)
+    elseif alg == SLIDING_LOG then
+      sliding_log_refund(key, W, c, mark, giveback)
+    elseif alg == SLIDING_WINDOW then
+      windows_refund(key, W, SLIDING_WINDOW_SPAN, c, mark)
+    elseif not giveback then
+      token_bucket_refund(key, t, tonumber(args[j + 4]), c, mark)
+    else
+      token_bucket_giveback(key, t, tonumber(args[j + 4]), c, mark, tonumber(args[r]), tonumber(args[r + 1]))
+    end
+  end
+end
+
+-- entry decides an entry of kind RESET, REFUND or GIVEBACK (batch.lua) of
+-- x limits, whose keys follow keys[k0] and whose values start at ARGV[v].
+local function entry(kd, x, keys, k0, v, out)
+  change_limits(kd == RESET, kd == GIVEBACK, keys, k0, x, ARGV, v)
 end

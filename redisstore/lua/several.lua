@@ -1,8 +1,6 @@
--- The decision of several limits at once (AllowAll), with debits: one
--- function, decide_limits, that decide.lua calls for one decision and
--- batch.lua for each several-limit decision of a batch. Joined after the
--- prelude, every algorithm's files and debit.lua.
-local FIXED_WINDOW, SLIDING_LOG, SLIDING_WINDOW, TOKEN_BUCKET = 1, 2, 3, 4
+-- The decision of several limits at once (AllowAll, Admit), with debits:
+-- decide_limits, which batch.lua calls for each such entry. Joined after
+-- the prelude, every algorithm's files and debit.lua.
 
 -- windows_add is the commit of the window algorithms: it counts cost (as
 -- text) in window w of key, whose latest window was lw and hash h
@@ -30,7 +28,7 @@ end
 -- admission in gets a refund record if it has none (token_bucket.lua), and
 -- three more values per limit follow all the others in out: for a token
 -- bucket that counted the admission, its record's given and epoch (0 and
--- 0 for the rest), then the key's reset generation (decide.lua), 0 for
+-- 0 for the rest), then the key's reset generation (refund.lua), 0 for
 -- none or a denial.
 local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
   -- Every limit is checked on the state read; writes[i] keeps what limit

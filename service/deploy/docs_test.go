@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	redlimitprom "github.com/redlimit/redlimit/prometheus"
 	"github.com/redlimit/redlimit/service/internal/server"
 )
 
@@ -154,7 +155,10 @@ func TestOperationsEnvoyExamples(t *testing.T) {
 // docs/OPERATIONS.md names is one the service exports.
 func TestOperationsMetricNames(t *testing.T) {
 	reg := &describing{}
-	if _, err := server.NewMetrics(reg, func() string { return "closed" }); err != nil {
+	if _, err := server.NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redlimitprom.New(reg, redlimitprom.Options{}); err != nil { // the service's with Redis
 		t.Fatal(err)
 	}
 	exported := reg.names

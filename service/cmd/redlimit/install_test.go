@@ -27,6 +27,7 @@ func TestInstallFromModuleProxy(t *testing.T) {
 	}
 	proxy := t.TempDir()
 	publish(t, proxy, "github.com/redlimit/redlimit", root)
+	publish(t, proxy, "github.com/redlimit/redlimit/prometheus", filepath.Join(root, "prometheus"))
 	publish(t, proxy, "github.com/redlimit/redlimit/service", filepath.Join(root, "service"))
 
 	gobin := t.TempDir()

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/redlimit/redlimit"
 )
 
 // Defaults of [Loader]: caps well above any rule file written by hand (the
@@ -35,6 +37,10 @@ type Loader struct {
 	// of one name in two files are an error. Without it (the default), a
 	// domain in two files is an error.
 	MergeDomains bool
+	// DefaultAlgorithm counts the limits whose file and rule name no
+	// algorithm (default redlimit.SlidingWindow; redlimit.FixedWindow is
+	// envoyproxy/ratelimit's only one).
+	DefaultAlgorithm redlimit.Algorithm
 }
 
 // Load reads path with a [Loader] of default caps; see [Loader.Load].
@@ -110,7 +116,7 @@ func (l Loader) Load(ctx context.Context, path string) (*Config, error) {
 		if total += int64(len(data)); total > maxTotal { // grown since the stat
 			return nil, joinErrors(append(errs, totalTooLarge(f.name, maxTotal)))
 		}
-		d, err := parse(f.name, data, true)
+		d, err := parse(f.name, data, true, l.DefaultAlgorithm)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -15,10 +15,10 @@ const XDSPrefix = "xds:"
 // FromXDS returns the configuration that RateLimitConfig resources hold, as
 // an xDS server (Envoy Gateway, say) sends them. Each resource is written
 // as the rule file it stands for and parsed as one, so it is checked as a
-// file is; its errors name it "xds:NAME". mergeAll merges the resources
-// of one domain, as Loader.MergeDomains merges files; without it a domain
-// in two resources is an error.
-func FromXDS(resources []*rlsconf.RateLimitConfig, mergeAll bool) (*Config, error) {
+// file is; its errors name it "xds:NAME". MergeDomains and
+// DefaultAlgorithm apply as to files; the caps on bytes do not (the xDS
+// client caps a message).
+func (l Loader) FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) {
 	domains := make([]*Domain, 0, len(resources))
 	var errs []error
 	for i, r := range resources {
@@ -32,14 +32,14 @@ func FromXDS(resources []*rlsconf.RateLimitConfig, mergeAll bool) (*Config, erro
 			errs = append(errs, &Error{File: name, Msg: "cannot be written as YAML", Err: fmt.Errorf("%w: %w", ErrInvalid, err)})
 			continue
 		}
-		d, err := parse(name, data, true)
+		d, err := parse(name, data, true, l.DefaultAlgorithm)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		domains = append(domains, d)
 	}
-	return assemble(domains, errs, mergeAll)
+	return assemble(domains, errs, l.MergeDomains)
 }
 
 // The rule file a RateLimitConfig stands for, field by field as

@@ -25,7 +25,7 @@ func TestFromXDS(t *testing.T) {
 			}}},
 		},
 	}}
-	got, err := FromXDS(res, false)
+	got, err := Loader{}.FromXDS(res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestFromXDSInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := FromXDS(tt.res, false)
+			_, err := Loader{}.FromXDS(tt.res)
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("err %v, want ErrInvalid", err)
 			}

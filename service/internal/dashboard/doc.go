@@ -23,9 +23,9 @@
 //
 // Per (domain, rule), decisions allowed, denied and shadow-denied in each
 // of the last 60 seconds, and in total; decisions by path (store, deny
-// cache, local fallback, fail-open, fail-closed), likewise; a histogram of
-// backend latency per second (four buckets per power of two, so
-// percentiles are within about 12%); backend errors; the breaker's state;
+// cache, local fallback, fail-open, fail-closed), likewise; an HDR
+// histogram of backend latency per second (percentiles within about 6%);
+// backend errors; the breaker's state;
 // and the most limited keys of the last one to two minutes, counted
 // approximately with the Space-Saving algorithm in a fixed number of
 // counters, so that a flood of distinct keys costs no memory. See

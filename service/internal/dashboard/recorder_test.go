@@ -208,24 +208,17 @@ func TestRecorderLatencyPerCall(t *testing.T) {
 	}
 }
 
-func TestLatencyBuckets(t *testing.T) {
-	prev := -1
-	for d := time.Duration(1); d < 40*time.Second; d = d*11/10 + 1 {
-		i := latBucket(d)
-		if i < prev {
-			t.Fatalf("bucket of %v is %d, below the previous %d", d, i, prev)
-		}
-		prev = i
-		lo, hi := latBounds(i)
-		if i < latBuckets-1 && (d < lo || d >= hi) {
-			t.Fatalf("%v in bucket %d = [%v, %v)", d, i, lo, hi)
-		}
-		if i > 0 && float64(hi-lo)/float64(lo) > 0.26 {
-			t.Fatalf("bucket %d = [%v, %v) is wider than 25%%", i, lo, hi)
-		}
-	}
-	if i := latBucket(time.Hour); i != latBuckets-1 {
-		t.Errorf("an hour in bucket %d, want the last, %d", i, latBuckets-1)
+// A sample past the histogram's range counts as its longest, latMax.
+func TestRecorderLatencyTooLong(t *testing.T) {
+	c := newClock(t0)
+	r := newTestRecorder(c)
+	c.set(at(secs(3.5)))
+	r.Latency(time.Hour)
+	r.Latency(time.Nanosecond)
+	c.set(at(secs(4.2)))
+	l := r.Snapshot().Latency
+	if want := ms(latMax); l.Count != 2 || l.P99 < want || l.P99 > want*1.07 {
+		t.Errorf("count %d, p99 %.0f ms; want 2, %.0f ms", l.Count, l.P99, want)
 	}
 }
 

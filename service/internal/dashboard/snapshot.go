@@ -242,28 +242,27 @@ func (r *Recorder) latencyStats(end int64) LatencyStats {
 		P50PerSecond:   make([]float64, WindowSeconds),
 		P99PerSecond:   make([]float64, WindowSeconds),
 	}
-	var recent latHist
+	recent, h := newLatHist(), newLatHist()
 	for i := range WindowSeconds {
 		sec := end - WindowSeconds + 1 + int64(i)
-		var h latHist
+		h.Reset()
 		for sh := range r.latency {
-			r.latency[sh].addInto(&h, sec)
+			r.latency[sh].addInto(h, sec)
 		}
-		l.CountPerSecond[i] = h.count()
-		l.P50PerSecond[i] = ms(h.quantile(0.50))
-		l.P99PerSecond[i] = ms(h.quantile(0.99))
+		l.CountPerSecond[i] = uint64(h.TotalCount())
+		l.P50PerSecond[i] = ms(h.ValueAtQuantile(50))
+		l.P99PerSecond[i] = ms(h.ValueAtQuantile(99))
 		if i >= WindowSeconds-LatencySeconds {
-			for b := range h {
-				recent[b] += h[b]
-			}
+			recent.Merge(h)
 		}
 	}
-	l.Count = recent.count()
-	l.P50, l.P90, l.P99 = ms(recent.quantile(0.50)), ms(recent.quantile(0.90)), ms(recent.quantile(0.99))
+	l.Count = uint64(recent.TotalCount())
+	l.P50, l.P90, l.P99 = ms(recent.ValueAtQuantile(50)), ms(recent.ValueAtQuantile(90)), ms(recent.ValueAtQuantile(99))
 	return l
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+// ms converts nanoseconds to milliseconds.
+func ms(ns int64) float64 { return float64(ns) / float64(time.Millisecond) }
 
 func newPerSecond() PerSecond {
 	return PerSecond{

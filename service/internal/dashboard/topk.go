@@ -5,15 +5,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/redlimit/redlimit/service/internal/spacesaving"
 )
 
-// The top limited keys are counted with the Space-Saving algorithm
-// (Metwally, Agrawal and El Abbadi, 2005): a summary keeps k counters; a
-// key that has one adds to it; a new key takes over the smallest counter,
-// inheriting its count as its possible overestimate. Any key seen more than
-// n/k times in n events is in the summary, and no count is below the key's
-// true count nor above it by more than the inherited error. Memory is k
-// counters whatever the number of distinct keys.
+// The top limited keys are counted in Space-Saving tables of k entries
+// (package spacesaving). Any key seen more than n/k times in n events is
+// in its table. Memory is k entries whatever the number of distinct keys.
 //
 // To follow recent traffic, each shard keeps two generations, each one
 // window long: the current summary and the previous one. A snapshot merges
@@ -25,93 +23,12 @@ type item struct {
 	key string
 }
 
-// counter is one Space-Saving counter.
-type counter struct {
-	item  item
-	count uint64
-	err   uint64 // how much of count may belong to keys evicted before
-}
-
-// summary is a Space-Saving summary: a min-heap of at most k counters by
-// count, and where each item sits in it.
-type summary struct {
-	heap  []counter
-	index map[item]int
-}
-
-func newSummary(k int) summary {
-	return summary{heap: make([]counter, 0, k), index: make(map[item]int, k)}
-}
-
-func (s *summary) reset() {
-	s.heap = s.heap[:0]
-	clear(s.index)
-}
-
-// add counts one event of it.
-func (s *summary) add(it item) {
-	if i, ok := s.index[it]; ok {
-		s.heap[i].count++
-		s.down(i)
-		return
-	}
-	it.key = strings.Clone(it.key) // do not keep the caller's buffer alive
-	if len(s.heap) < cap(s.heap) {
-		s.heap = append(s.heap, counter{item: it, count: 1})
-		s.index[it] = len(s.heap) - 1
-		s.up(len(s.heap) - 1)
-		return
-	}
-	// Take over the smallest counter.
-	c := &s.heap[0]
-	delete(s.index, c.item)
-	*c = counter{item: it, count: c.count + 1, err: c.count}
-	s.index[it] = 0
-	s.down(0)
-}
-
-func (s *summary) swap(i, j int) {
-	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
-	s.index[s.heap[i].item] = i
-	s.index[s.heap[j].item] = j
-}
-
-func (s *summary) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if s.heap[p].count <= s.heap[i].count {
-			return
-		}
-		s.swap(i, p)
-		i = p
-	}
-}
-
-func (s *summary) down(i int) {
-	n := len(s.heap)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && s.heap[r].count < s.heap[l].count {
-			m = r
-		}
-		if s.heap[i].count <= s.heap[m].count {
-			return
-		}
-		s.swap(i, m)
-		i = m
-	}
-}
-
 // topShard is one shard of the top keys, with its own lock: each event
 // goes to a random shard, so concurrent denials seldom wait for each other.
 type topShard struct {
 	mu        sync.Mutex
 	start     int64 // when cur began, Unix ns
-	cur, prev summary
+	cur, prev *spacesaving.Table[item]
 	_         [64]byte // keep shards' locks on separate cache lines
 }
 
@@ -126,7 +43,7 @@ func newTopKeys(k, shards int, window, now int64) *topKeys {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.start = now
-		sh.cur, sh.prev = newSummary(k), newSummary(k)
+		sh.cur, sh.prev = spacesaving.New[item](k), spacesaving.New[item](k)
 	}
 	return t
 }
@@ -139,11 +56,11 @@ func (t *topKeys) rotate(sh *topShard, now int64) {
 		return
 	}
 	if age >= 2*t.window {
-		sh.prev.reset() // nothing from the last two windows
+		sh.prev.Reset() // nothing from the last two windows
 	} else {
 		sh.prev, sh.cur = sh.cur, sh.prev
 	}
-	sh.cur.reset()
+	sh.cur.Reset()
 	sh.start = now
 }
 
@@ -151,7 +68,10 @@ func (t *topKeys) add(shard int, it item, now int64) {
 	sh := &t.shards[shard]
 	sh.mu.Lock()
 	t.rotate(sh, now)
-	sh.cur.add(it)
+	if !sh.cur.Has(it) {
+		it.key = strings.Clone(it.key) // do not keep the caller's buffer alive
+	}
+	sh.cur.Add(it)
 	sh.mu.Unlock()
 }
 
@@ -161,7 +81,7 @@ func (t *topKeys) size() int {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		n += len(sh.cur.heap) + len(sh.prev.heap)
+		n += sh.cur.Len() + sh.prev.Len()
 		sh.mu.Unlock()
 	}
 	return n
@@ -175,16 +95,16 @@ func (t *topKeys) top(n int, now int64) []TopKey {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		t.rotate(sh, now)
-		for _, sum := range []*summary{&sh.cur, &sh.prev} {
-			for _, c := range sum.heap {
-				k := merged[c.item]
+		for _, sum := range []*spacesaving.Table[item]{sh.cur, sh.prev} {
+			sum.Each(func(it item, count, err float64) {
+				k := merged[it]
 				if k == nil {
-					k = &TopKey{Domain: c.item.s.domain, Rule: c.item.s.rule, Key: c.item.key}
-					merged[c.item] = k
+					k = &TopKey{Domain: it.s.domain, Rule: it.s.rule, Key: it.key}
+					merged[it] = k
 				}
-				k.Count += c.count
-				k.Error += c.err
-			}
+				k.Count += uint64(count)
+				k.Error += uint64(err)
+			})
 		}
 		sh.mu.Unlock()
 	}

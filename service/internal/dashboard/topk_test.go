@@ -8,44 +8,6 @@ import (
 	"time"
 )
 
-// A summary with room for every key counts exactly; past that, every
-// monitored count is at least the key's true count and at most its error
-// above it, and the counts add up to the number of events.
-func TestSpaceSaving(t *testing.T) {
-	s := &series{domain: "d", rule: "r"}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, distinct := range []int{10, 100, 1000} {
-		sum := newSummary(100)
-		truth := map[string]uint64{}
-		const n = 20000
-		for range n {
-			k := "k" + strconv.Itoa(rng.IntN(distinct))
-			truth[k]++
-			sum.add(item{s, k})
-		}
-		var total uint64
-		for _, c := range sum.heap {
-			total += c.count
-			tc := truth[c.item.key]
-			if c.count < tc || c.count-c.err > tc {
-				t.Errorf("%d keys: %s counted %d (error %d), true %d", distinct, c.item.key, c.count, c.err, tc)
-			}
-			if distinct <= 100 && (c.count != tc || c.err != 0) {
-				t.Errorf("%d keys in 100 counters: %s counted %d (error %d), want exactly %d", distinct, c.item.key, c.count, c.err, tc)
-			}
-			if i := sum.index[c.item]; sum.heap[i].item != c.item {
-				t.Errorf("index of %s points at %s", c.item.key, sum.heap[i].item.key)
-			}
-		}
-		if total != n {
-			t.Errorf("%d keys: counts add to %d, want %d", distinct, total, n)
-		}
-		if len(sum.heap) != min(distinct, 100) || len(sum.index) != len(sum.heap) {
-			t.Errorf("%d keys: %d counters, %d indexed", distinct, len(sum.heap), len(sum.index))
-		}
-	}
-}
-
 // On a skewed (Zipf) stream of denials over 100,000 keys, the heaviest keys
 // come out first, in order, with counts that bound their true counts.
 func TestTopKeysSkewed(t *testing.T) {

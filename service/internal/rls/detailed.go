@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/service/internal/config"
+	"github.com/redlimit/redlimit/service/internal/spacesaving"
 )
 
 // MaxDetailedLabelBytes is the longest rule label a detailed_metric rule
@@ -57,7 +58,7 @@ const (
 // detailedLabels hands out the rule labels of detailed_metric rules, by the
 // rule "Metrics" in the package documentation states: each rule keeps a
 // decayed count of the hits of each label it holds and, in a Space-Saving
-// table (candidates) of detailedCandidates×perRule entries, at least
+// table (package spacesaving) of detailedCandidates×perRule entries, at least
 // detailedMinCandidates, of the labels that miss. The table is keyed by a
 // 64-bit hash of the label (about 50 bytes an entry, whatever the label);
 // what it guarantees a label counted (count - error) is what competes, so
@@ -84,10 +85,10 @@ type detailedRule struct {
 	live         atomic.Int64 // slots until dropped: taken under mu, given back by drop
 
 	mu     sync.Mutex
-	slots  []*detailedSlot // the labels holding a slot
-	cands  candidates      // the labels that missed
-	misses int             // since the last decay
-	gone   bool            // pruned: the configuration names it by values no more
+	slots  []*detailedSlot            // the labels holding a slot
+	cands  *spacesaving.Table[uint64] // the hashes of the labels that missed
+	misses int                        // since the last decay
+	gone   bool                       // pruned: the configuration names it by values no more
 }
 
 // detailedSlot is one label's slot. Its label is reported through it
@@ -134,7 +135,7 @@ func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string
 	if !ok {
 		v, _ = d.rules.LoadOrStore(rule.Path, &detailedRule{
 			set: d, domain: rule.Domain, path: rule.Path,
-			cands: candidates{max: max(detailedCandidates*min(perRule, total), detailedMinCandidates)},
+			cands: spacesaving.New[uint64](max(detailedCandidates*min(perRule, total), detailedMinCandidates)),
 		})
 	}
 	r := v.(*detailedRule)
@@ -152,7 +153,7 @@ func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string
 		r.decay()
 	}
 	h := fnv64a(l)
-	got := r.cands.add(h)
+	got := r.cands.Add(h)
 	if !d.take(r, perRule, total) {
 		if got < detailedRepeats {
 			return rule.Path, nil
@@ -162,14 +163,14 @@ func (d *detailedLabels) miss(opts Options, rule *config.Rule, l string) (string
 			return rule.Path, nil
 		}
 		lost := r.lose(weak, opts.Observer)
-		defer r.cands.put(fnv64a(lost.label), lost.current()) // once l has left the table
+		defer r.cands.Put(fnv64a(lost.label), lost.current()) // once l has left the table
 		if !d.take(r, perRule, total) {
 			// The lost slot is still being reported through; the label
 			// stays counted and wins a slot at a later miss.
 			return rule.Path, nil
 		}
 	}
-	r.cands.remove(h)
+	r.cands.Remove(h)
 	sl := &detailedSlot{label: l, rule: r, score: got}
 	r.slots = append(r.slots, sl)
 	d.held.Store(l, sl)
@@ -222,7 +223,7 @@ func (r *detailedRule) decay() {
 	for _, sl := range r.slots {
 		sl.score = (sl.score + float64(sl.hits.Swap(0))) / 2
 	}
-	r.cands.halve()
+	r.cands.Halve()
 }
 
 // current returns the slot's decayed count.

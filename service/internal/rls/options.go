@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/redlimit/redlimit"
@@ -68,6 +70,10 @@ type Options struct {
 	// envoyproxy/ratelimit adds none). With any style but None, a denial
 	// that can be retried also gets Retry-After.
 	Headers ratelimitfield.Style
+	// HeaderNames renames response fields: a key is a field's name (such
+	// as ratelimitfield.HeaderRateLimitLimit), its value the name sent
+	// instead (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER and the like).
+	HeaderNames map[string]string
 	// MaxDescriptors caps the descriptors of one request
 	// (default and maximum [DefaultMaxDescriptors]).
 	MaxDescriptors int
@@ -120,6 +126,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !o.Headers.Valid() {
 		return o, fmt.Errorf("rls: unknown Options.Headers %d", o.Headers)
+	}
+	for from, to := range o.HeaderNames {
+		if !httpguts.ValidHeaderFieldName(to) {
+			return o, fmt.Errorf("rls: Options.HeaderNames: %q for %s is not a header field name", to, from)
+		}
 	}
 	if o.MaxDescriptors < 0 || o.MaxEntries < 0 || o.MaxBytes < 0 {
 		return o, fmt.Errorf("rls: negative cap in Options")

@@ -103,6 +103,9 @@ func (s *Service) headers(p *plan) []*corepb.HeaderValue {
 	}
 	var h []*corepb.HeaderValue
 	s.opts.Headers.Write(quotas, func(name, value string) {
+		if to, ok := s.opts.HeaderNames[name]; ok {
+			name = to
+		}
 		h = append(h, &corepb.HeaderValue{Key: name, Value: value})
 	})
 	retry := redlimit.RetryAfter(enforced)

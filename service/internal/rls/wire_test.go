@@ -7,6 +7,7 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -58,4 +59,29 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// BenchmarkPrecheck is what the prechecks save on the worst message within
+// the default size cap (128 KiB of empty descriptors): counting it on the
+// wire, or in JSON, against decoding it, which the caps then refuse.
+func BenchmarkPrecheck(b *testing.B) {
+	svc := newFuzzService(b)
+	wire := []byte(strings.Repeat("\x12\x00", 64<<10))
+	body := []byte(`{"domain":"d","descriptors":[` + strings.Repeat("{},", 43<<10) + `{}]}`)
+	for _, bc := range []struct {
+		name string
+		run  func()
+	}{
+		{"wire/count", func() { svc.CheckWire(wire) }},
+		{"wire/decode", func() { proto.Unmarshal(wire, &pb.RateLimitRequest{}) }},
+		{"json/count", func() { jsonObjects(body) }},
+		{"json/decode", func() { protojson.Unmarshal(body, &pb.RateLimitRequest{}) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.run()
+			}
+		})
+	}
 }

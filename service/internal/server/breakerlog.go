@@ -4,7 +4,22 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	redlimitprom "github.com/redlimit/redlimit/prometheus"
 )
+
+// resilientObserver is the resilient limiter's Observer: the collector's
+// metrics, and the breaker's log.
+type resilientObserver struct {
+	*redlimitprom.Collector
+	log *breakerLog
+}
+
+// BreakerChanged implements resilient.Observer.
+func (o resilientObserver) BreakerChanged(from, to string, cause error) {
+	o.Collector.BreakerChanged(from, to, cause)
+	o.log.changed(from, to, cause)
+}
 
 // breakerLog logs the circuit breaker's changes between closed and open,
 // at most one line a second. A line says why the breaker opened (the
@@ -24,8 +39,9 @@ type breakerLog struct {
 	pending bool      // a line is due at last+1s
 }
 
-// changed is resilient.Options.BreakerChanged. It runs under the
-// breaker's lock, and logs at most a line a second.
+// changed is told each change of the breaker (resilient.Observer's
+// BreakerChanged). It runs under the breaker's lock, and logs at most a
+// line a second.
 func (b *breakerLog) changed(from, to string, cause error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

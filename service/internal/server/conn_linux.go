@@ -3,12 +3,9 @@
 package server
 
 import (
-	"io"
 	"net"
 	"syscall"
 	"time"
-
-	"google.golang.org/grpc/mem"
 )
 
 // tcpUserTimeout is TCP_USER_TIMEOUT of linux/tcp.h, the same on every
@@ -38,77 +35,4 @@ func setUserTimeout(c net.Conn, d time.Duration) error {
 		return err
 	}
 	return serr
-}
-
-// readyState is the request and the result of one ReadOnReady.
-type readyState struct {
-	size int
-	pool mem.BufferPool
-	buf  *[]byte
-	n    int
-	err  error
-}
-
-// initReady prepares ReadOnReady's reads on the descriptor of a TCP
-// connection; on another, ReadOnReady reads through Read.
-func (c *guardedConn) initReady() {
-	tc, ok := c.Conn.(*net.TCPConn)
-	if !ok {
-		return
-	}
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	c.raw = raw
-	c.readFD = func(fd uintptr) bool { // kept in a field: a closure made per read would be allocated
-		r := &c.ready
-		r.buf = r.pool.Get(r.size)
-		r.n, r.err = syscall.Read(int(fd), *r.buf)
-		if r.err != nil {
-			r.pool.Put(r.buf)
-			r.buf = nil
-		}
-		return r.err != syscall.EAGAIN && r.err != syscall.EWOULDBLOCK
-	}
-}
-
-// ReadOnReady waits until the connection has something to read, then reads
-// it into a buffer of size bytes from pool, and follows the frames read.
-// grpc-go's transport reads through this method when a connection has it
-// (the Reader interface of its internal readyreader package), as it reads
-// an unwrapped TCP connection: an idle connection then holds no read buffer
-// (a bufio.Reader of 32 KiB otherwise, 30 KB measured per connection).
-func (c *guardedConn) ReadOnReady(size int, pool mem.BufferPool) (*[]byte, int, error) {
-	if c.raw == nil {
-		buf := pool.Get(size)
-		n, err := c.Read(*buf)
-		if err != nil {
-			pool.Put(buf)
-			return nil, 0, err
-		}
-		return buf, n, nil
-	}
-	c.ready = readyState{size: size, pool: pool}
-	err := c.raw.Read(c.readFD)
-	r := c.ready
-	c.ready = readyState{}
-	switch {
-	case err != nil:
-		if r.buf != nil {
-			pool.Put(r.buf)
-		}
-		return nil, 0, err
-	case r.err != nil:
-		return nil, 0, r.err
-	case r.n == 0:
-		pool.Put(r.buf)
-		return nil, 0, io.EOF
-	}
-	if c.in.scan((*r.buf)[:r.n], c.received) {
-		pool.Put(r.buf)
-		c.Close()
-		return nil, 0, errShed
-	}
-	return r.buf, r.n, nil
 }

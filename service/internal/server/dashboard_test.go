@@ -26,7 +26,7 @@ import (
 // clock stands at now (a whole second, plus 0.5 s) until moved.
 func newTestObserver(t *testing.T) (observer, *atomic.Int64) {
 	t.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry(), nil)
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,17 +71,17 @@ func registerEnvoyStatsFlags(fs *flag.FlagSet, o *Options) {
 	fs.IntVar(&o.XDS.MaxMessageBytes, "xds-max-message-bytes", 4<<20, "largest xDS update, in bytes (XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES)")
 }
 
-// envoyVar maps one of envoyproxy/ratelimit's variables onto a flag.
-type envoyVar struct {
+// statsVar maps one of envoyproxy/ratelimit's variables onto a flag.
+type statsVar struct {
 	env, flag string
 	// value returns the flag's value for the variable's v, or ok false
 	// to leave the flag alone. nil: v as it is.
 	value func(v string, lookup func(string) (string, bool)) (flagValue string, ok bool, err error)
 }
 
-// envoyStatsVars are envoyproxy/ratelimit's variables of metrics and xDS,
+// statsVars are envoyproxy/ratelimit's variables of metrics and xDS,
 // in the order they are applied.
-var envoyStatsVars = []envoyVar{
+var statsVars = []statsVar{
 	{"USE_PROMETHEUS", "envoy-metrics", nil},
 	{"USE_PROMETHEUS", "prometheus-addr", whenTrue("PROMETHEUS_ADDR", ":9090")},
 	{"USE_PROMETHEUS", "prometheus-path", whenTrue("PROMETHEUS_PATH", "/metrics")},
@@ -110,7 +110,7 @@ var envoyStatsVars = []envoyVar{
 // the REDLIMIT_ variables and the command line, which win. An error names
 // the variable.
 func setEnvoyStatsEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
-	for _, e := range envoyStatsVars {
+	for _, e := range statsVars {
 		v, set := lookup(e.env)
 		if !set {
 			continue

@@ -77,7 +77,7 @@ func TestGRPCHalfSentStreams(t *testing.T) {
 func TestGRPCTinyFrames(t *testing.T) {
 	const budget = 2 << 20
 	r := start(t, Options{MaxMessageBytes: 64 << 10, GRPCMaxPendingBytes: budget})
-	before := liveHeap()
+	before, cpu := liveHeap(), processCPU()
 	a := dialH2(t, r.GRPCAddr())
 	a.paced = true
 	sent := 0
@@ -88,7 +88,7 @@ func TestGRPCTinyFrames(t *testing.T) {
 		sent += a.fill(id, 64<<10-1, 1, 5*time.Second)
 	}
 	grew := liveHeap() - before
-	t.Logf("sent %d one-byte frames; the heap grew by %.1f MiB", sent, float64(grew)/(1<<20))
+	t.Logf("sent %d one-byte frames; the heap grew by %.1f MiB; %v of CPU (both sides)", sent, float64(grew)/(1<<20), processCPU()-cpu)
 	if grew > 4*budget {
 		t.Fatalf("heap grew by %.0f MiB for %d one-byte frames, want under %d MiB", float64(grew)/(1<<20), sent, 4*budget>>20)
 	}
@@ -159,6 +159,45 @@ func TestGRPCUnreadAnswers(t *testing.T) {
 	t.Logf("%v requests decided, %d streams held; the heap grew by %.1f MiB", answered, heldStreams([]*h2Attacker{a}), float64(grew)/(1<<20))
 	if grew > 6<<20 {
 		t.Fatalf("heap grew by %.1f MiB for streams whose answers are not read, want under 6 MiB", float64(grew)/(1<<20))
+	}
+	stillAnswers(t, r)
+}
+
+// grpc-go bounds the streams of one connection, not of all: 16 connections,
+// each with GRPCMaxStreams streams whose answers are not read, each with 200
+// header fields, held 27 MiB. The guard counts streamCost for each open
+// stream, so GRPCMaxPendingBytes bounds them. (Not parallel: it measures
+// the heap.)
+func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
+	const budget = 4 << 20
+	r := start(t, Options{GRPCMaxPendingBytes: budget})
+	msg := smallRequest(t)
+	var pad []hpack.HeaderField
+	for i := range 200 {
+		pad = append(pad, hpack.HeaderField{Name: fmt.Sprintf("x%d", i), Sensitive: true})
+	}
+	before, cpu := liveHeap(), processCPU()
+	var as []*h2Attacker
+	for range 16 {
+		a := dialH2(t, r.GRPCAddr())
+		as = append(as, a)
+		a.write(func() error { return a.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) })
+		for range DefaultGRPCMaxStreams {
+			a.request(a.headers(pad), msg)
+		}
+		a.flush()
+	}
+	waitSteady(t, r, `redlimit_rls_requests_total{answer="ok"}`)
+	grew := liveHeap() - before
+	shed := 0
+	for _, a := range as {
+		if a.ended() {
+			shed++
+		}
+	}
+	t.Logf("%d of %d connections closed; the heap grew by %.1f MiB; %v of CPU (both sides)", shed, len(as), float64(grew)/(1<<20), processCPU()-cpu)
+	if grew > 3*budget {
+		t.Fatalf("heap grew by %.1f MiB for streams whose answers are not read, want under %d MiB", float64(grew)/(1<<20), 3*budget>>20)
 	}
 	stillAnswers(t, r)
 }

@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -60,11 +59,6 @@ const (
 	// of no value, 3 KB with a few) and the goroutine that waits for its
 	// message (8 KB).
 	streamCost = 32 << 10
-	// maxOpenFactor times the connection's stream cap is the most streams
-	// the guard follows on a connection: grpc-go refuses those past the
-	// cap at once, so a connection with more open is one the guard no
-	// longer follows correctly, and it is closed.
-	maxOpenFactor = 4
 )
 
 // errShed is the read error of a connection the guard closed; the guard
@@ -77,14 +71,13 @@ func newConnGuard(maxConns int, budget int64, log *slog.Logger) *connGuard {
 
 // listener returns ln with every accepted connection guarded; a connection
 // past maxConns is closed at once.
-func (g *connGuard) listener(ln net.Listener, maxStreams int) net.Listener {
-	return &guardListener{Listener: ln, g: g, maxOpen: maxOpenFactor * maxStreams}
+func (g *connGuard) listener(ln net.Listener) net.Listener {
+	return &guardListener{Listener: ln, g: g}
 }
 
 type guardListener struct {
 	net.Listener
-	g       *connGuard
-	maxOpen int
+	g *connGuard
 }
 
 // Accept returns the next connection within the cap; it closes those past
@@ -106,9 +99,8 @@ func (l *guardListener) Accept() (net.Conn, error) {
 		if err := setUserTimeout(c, keepaliveTimeout); err != nil {
 			g.warn("gRPC connection: TCP_USER_TIMEOUT not set", "remote", c.RemoteAddr().String(), "err", err)
 		}
-		gc := &guardedConn{Conn: c, g: g, maxOpen: l.maxOpen, streams: map[uint32]int64{}}
+		gc := &guardedConn{Conn: c, g: g, streams: map[uint32]int64{}}
 		gc.in.skip = len(http2Preface)
-		gc.initReady()
 		g.mu.Lock()
 		g.conns[gc] = struct{}{}
 		g.mu.Unlock()
@@ -197,16 +189,10 @@ func (s *frameScanner) scan(b []byte, frame func(typ, flags byte, id uint32, len
 // from one goroutine and writes from one other; Close may run on any.
 type guardedConn struct {
 	net.Conn
-	g       *connGuard
-	maxOpen int
+	g *connGuard
 
-	in  frameScanner // used by Read and ReadOnReady only
+	in  frameScanner // used by Read only
 	out frameScanner // used by Write only
-
-	// ReadOnReady's reads on the descriptor (Linux; see conn_linux.go).
-	raw    syscall.RawConn
-	readFD func(fd uintptr) bool
-	ready  readyState
 
 	mu      sync.Mutex
 	streams map[uint32]int64 // what each open stream holds
@@ -259,10 +245,6 @@ func (c *guardedConn) received(typ, flags byte, id uint32, length int) bool {
 	case typ == frameData && !open: // the server has ended it, and drops what comes
 		c.mu.Unlock()
 		return false
-	case typ == frameHeaders && len(c.streams) >= c.maxOpen:
-		c.mu.Unlock()
-		c.g.warn("gRPC connection closed: more streams open than the guard follows", "remote", c.RemoteAddr().String(), "open", c.maxOpen)
-		return true
 	}
 	c.streams[id] = n + cost
 	c.held.Add(cost)

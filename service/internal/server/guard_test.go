@@ -127,7 +127,7 @@ func BenchmarkGuard(b *testing.B) {
 	fout.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: make([]byte, 10), EndHeaders: true, EndStream: true})
 	g := newConnGuard(10, 1<<30, slog.New(slog.DiscardHandler))
 	rd := bytes.NewReader(nil)
-	c := &guardedConn{Conn: &nopConn{r: rd}, g: g, maxOpen: 400, streams: map[uint32]int64{}}
+	c := &guardedConn{Conn: &nopConn{r: rd}, g: g, streams: map[uint32]int64{}}
 	buf := make([]byte, 32<<10)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -31,7 +31,6 @@ import (
 //	redlimit_backend_errors_total{reason}                 calls that failed (error) or that the failure policies
 //	                                                      answered because the store failed or the breaker was open
 //	                                                      (local, fail_open, fail_closed)
-//	redlimit_breaker_state{state}                         1 for the circuit breaker's state (closed, open, half-open)
 //	redlimit_config_reloads_total{result}                 success, failure (the first load included)
 //	redlimit_config_last_reload_success_timestamp_seconds
 //	redlimit_config_rules                                 rules of the configuration in use
@@ -46,8 +45,16 @@ import (
 //	                                                      certificate, one of another CA, a client that does not trust ours...)
 //	redlimit_build_info{version,revision,goversion}       1, labelled with the running build (internal/version)
 //
-// and the Go runtime and process collectors. With Options.EnvoyMetrics,
-// envoyproxy/ratelimit's series too (envoymetrics.go):
+// and the Go runtime and process collectors. With Redis, the resilient
+// limiter's collector (module github.com/redlimit/redlimit/prometheus,
+// which lists them) adds redlimit_breaker_state{state},
+// redlimit_breaker_changes_total, redlimit_decisions_total,
+// redlimit_store_duration_seconds, redlimit_store_errors_total and
+// redlimit_reconcile_*. The backend metrics above time every call to the
+// limiter, with or without Redis; the store's, each call to Redis.
+//
+// With Options.EnvoyMetrics, envoyproxy/ratelimit's series too
+// (envoymetrics.go):
 //
 //	ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}{domain,key1,key2}
 //	                                                      hits per rule, as its base limiter counts them; key1 and key2
@@ -83,9 +90,8 @@ var (
 // latencyBuckets span 50 µs to 1 s.
 var latencyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 
-// NewMetrics registers the service's metrics on reg. breaker, if not nil,
-// reports the circuit breaker's state ("closed", "open" or "half-open").
-func NewMetrics(reg prometheus.Registerer, breaker func() string) (*Metrics, error) {
+// NewMetrics registers the service's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "redlimit_rls_requests_total", Help: "ShouldRateLimit requests (gRPC and /json) by answer.",
@@ -132,10 +138,6 @@ func NewMetrics(reg prometheus.Registerer, breaker func() string) (*Metrics, err
 	cs := []prometheus.Collector{build, m.requests, m.requestTime, m.decisions, m.bySource, m.backendTime, m.backendErrs,
 		m.reloads, m.lastReload, m.rules, m.tlsReloads, m.tlsNotAfter, m.tlsHandshakes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
-	if breaker != nil {
-		cs = append(cs, breakerStates{breaker, prometheus.NewDesc("redlimit_breaker_state",
-			"1 for the circuit breaker's current state.", []string{"state"}, nil)})
-	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -260,25 +262,4 @@ func registerMemoryMetrics(reg prometheus.Registerer, mem *memory.Store) error {
 		}
 	}
 	return nil
-}
-
-// breakerStates exports the breaker's state as one series per state, 1 for
-// the current one, from one reading of the state per scrape: a gauge per
-// state reading it each could show two states at 1 across a transition.
-type breakerStates struct {
-	state func() string
-	desc  *prometheus.Desc
-}
-
-func (b breakerStates) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
-
-func (b breakerStates) Collect(ch chan<- prometheus.Metric) {
-	now := b.state()
-	for _, state := range []string{"closed", "open", "half-open"} {
-		v := 0.0
-		if state == now {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, v, state)
-	}
 }

@@ -67,7 +67,7 @@ func (s *Server) load(ctx context.Context) (*config.Config, error) {
 			}
 			done <- r
 		}()
-		l := config.Loader{MaxFileBytes: s.opts.MaxConfigFileBytes, MaxTotalBytes: s.opts.MaxConfigBytes, MergeDomains: s.opts.MergeDomains}
+		l := config.Loader{MaxFileBytes: s.opts.MaxConfigFileBytes, MaxTotalBytes: s.opts.MaxConfigBytes, MergeDomains: s.opts.MergeDomains, DefaultAlgorithm: s.opts.DefaultAlgorithm}
 		r.cfg, r.err = s.opts.loadConfig(ctx, l, s.opts.ConfigPath)
 	}()
 	select {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/memory"
+	redlimitprom "github.com/redlimit/redlimit/prometheus"
 	"github.com/redlimit/redlimit/ratelimitfield"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/resilient"
@@ -131,6 +132,11 @@ type Options struct {
 	// of them (mutual TLS); a handshake that fails is logged and counted.
 	// It is reloaded with the certificate.
 	TLSClientCAFile string
+	// TLSClientSANs, when not empty, also requires that a gRPC client's
+	// certificate names one of them as a SAN (DNS name, URI, IP address or
+	// email address); a certificate the CA signed for another is refused.
+	// It needs TLSClientCAFile.
+	TLSClientSANs []string
 	// HTTPTLS says what the HTTP address serves when a certificate is set
 	// (default [HTTPTLSOn]: TLS without client certificates).
 	HTTPTLS HTTPTLS
@@ -154,6 +160,17 @@ type Options struct {
 	// Headers selects the rate-limit fields of responses (default
 	// ratelimitfield.All; the serve command's flag defaults to None).
 	Headers ratelimitfield.Style
+	// HeaderNames renames response fields (rls.Options.HeaderNames).
+	HeaderNames map[string]string
+	// DefaultAlgorithm counts the limits whose rules name no algorithm
+	// (default redlimit.SlidingWindow; see config.Loader), and the limit
+	// overrides no rule matches.
+	DefaultAlgorithm redlimit.Algorithm
+	// DenyCacheBytes bounds the bytes of the in-process cache of denials
+	// (resilient.Options.CacheBytes); NoDenyCache turns that cache off, so
+	// that every decision reaches Redis. Both apply with Redis only.
+	DenyCacheBytes int
+	NoDenyCache    bool
 	// MaxDescriptors, MaxEntries and MaxBytes cap one request (defaults in
 	// package rls).
 	MaxDescriptors, MaxEntries, MaxBytes int
@@ -358,7 +375,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	if s.resilient != nil {
 		breaker = s.resilient.BreakerState
 	}
-	if s.metrics, err = NewMetrics(s.registry, breaker); err != nil {
+	if s.metrics, err = NewMetrics(s.registry); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	var obs rls.Observer = s.metrics
@@ -390,6 +407,8 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		DynamicMetadata:   s.opts.DynamicMetadata,
 		Counting:          s.opts.Counting,
 		Headers:           s.opts.Headers,
+		HeaderNames:       s.opts.HeaderNames,
+		DefaultAlgorithm:  s.opts.DefaultAlgorithm,
 		MaxDescriptors:    s.opts.MaxDescriptors,
 		MaxEntries:        s.opts.MaxEntries,
 		MaxBytes:          s.opts.MaxBytes,
@@ -425,7 +444,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		return nil, err
 	}
 	s.guard = newConnGuard(s.opts.GRPCMaxConnections, s.opts.GRPCMaxPendingBytes, s.log)
-	s.grpcLn = s.guard.listener(ln, s.opts.GRPCMaxStreams)
+	s.grpcLn = s.guard.listener(ln)
 	if err := s.guard.register(s.registry); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
@@ -577,10 +596,20 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.nodes, err = store.Register(ctx, redisstore.RegistryOptions{Logger: s.log}); err != nil {
 		return nil, fmt.Errorf("server: live-node registry: %w", err)
 	}
+	collector, err := redlimitprom.New(s.registry, redlimitprom.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	deny := 0 // the default size
+	if s.opts.NoDenyCache {
+		deny = -1
+	}
 	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
-		BreakerChanged: (&breakerLog{log: s.log}).changed}); err != nil {
+		DenyCacheSize: deny, CacheBytes: s.opts.DenyCacheBytes,
+		Observer: resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	collector.Watch(s.resilient)
 	s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", s.nodes.ID(), "live_nodes", s.nodes.Nodes())
 	return s.resilient, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlimit/redlimit/service/internal/config"
 	"github.com/redlimit/redlimit/service/internal/xds"
 )
 
@@ -48,7 +49,7 @@ func (s *Server) newXDS() error {
 	}
 	xo := xds.Options{
 		ServerURL: o.ServerURL, NodeID: o.NodeID, NodeMetadata: o.NodeMetadata, Headers: o.Headers,
-		MergeDomains: s.opts.MergeDomains, MinBackoff: o.MinBackoff, MaxBackoff: o.MaxBackoff,
+		Loader: config.Loader{MergeDomains: s.opts.MergeDomains, DefaultAlgorithm: s.opts.DefaultAlgorithm}, MinBackoff: o.MinBackoff, MaxBackoff: o.MaxBackoff,
 		MaxMessageBytes: o.MaxMessageBytes, Logger: s.log,
 		Apply:    s.setConfig,
 		Rejected: func(error) { s.metrics.ReloadFailed() },

@@ -68,8 +68,9 @@ type Options struct {
 	// TLS, when not nil, secures the connection ([TLSConfig] makes one);
 	// nil connects in plaintext.
 	TLS *tls.Config
-	// MergeDomains merges the resources of one domain (config.FromXDS).
-	MergeDomains bool
+	// Loader parses the resources (config.Loader.FromXDS): its
+	// MergeDomains and DefaultAlgorithm apply.
+	Loader config.Loader
 	// MinBackoff and MaxBackoff bound the wait before connecting again
 	// (defaults [DefaultMinBackoff], [DefaultMaxBackoff]).
 	MinBackoff, MaxBackoff time.Duration
@@ -185,7 +186,7 @@ func (c *Client) stream(ctx context.Context) (got bool, err error) {
 		}
 		got = true
 		req := &discoverypb.DiscoveryRequest{Node: c.node, TypeUrl: TypeURL, ResponseNonce: resp.GetNonce(), VersionInfo: acked}
-		if cfg, err := decode(resp, c.opts.MergeDomains); err != nil {
+		if cfg, err := decode(resp, c.opts.Loader); err != nil {
 			if resp.GetVersionInfo() != refused {
 				c.opts.Logger.Error("xds: update refused (NACK); the rules in use keep serving", "version", resp.GetVersionInfo(), "err", err)
 				if c.opts.Rejected != nil {
@@ -217,7 +218,7 @@ func (c *Client) stream(ctx context.Context) (got bool, err error) {
 }
 
 // decode returns the configuration of a response's resources.
-func decode(resp *discoverypb.DiscoveryResponse, mergeAll bool) (*config.Config, error) {
+func decode(resp *discoverypb.DiscoveryResponse, l config.Loader) (*config.Config, error) {
 	if t := resp.GetTypeUrl(); t != TypeURL {
 		return nil, fmt.Errorf("xds: response of type %q, want %q", t, TypeURL)
 	}
@@ -229,7 +230,7 @@ func decode(resp *discoverypb.DiscoveryResponse, mergeAll bool) (*config.Config,
 		}
 		res = append(res, r)
 	}
-	return config.FromXDS(res, mergeAll)
+	return l.FromXDS(res)
 }
 
 // TLSConfig returns the TLS of a connection to an xDS server: trusting

@@ -1,0 +1,27 @@
+-- Joined after the lone decisions of one limit (lone.lua), which need
+-- neither.
+
+-- known holds each algorithm's number as text.
+local known = { ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true }
+
+-- sized returns how many keys an entry of kind kd (not ALLOW or PEEK) of
+-- x limits has, and the index in ARGV after its values, which start at j;
+-- or nil and an error reply for an unknown kind or algorithm.
+local function sized(kd, x, j)
+  local v0, n, k = j, 7 * x, x
+  if kd == REFUND or kd == GIVEBACK then v0 = j + 1 end
+  if kd == ONCE then
+    x, n, k = 1, 8, 2
+  elseif kd == GIVEBACK then
+    n = 10 * x
+  elseif kd ~= SEVERAL and kd ~= ADMIT and kd ~= RESET and kd ~= REFUND then
+    return nil, redis.error_reply('ERR redlimit: unknown entry kind ' .. tostring(kd))
+  end
+  for l = 0, x - 1 do
+    local a = ARGV[v0 + 7 * l]
+    if not known[a] then
+      return nil, redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
+    end
+  end
+  return k, v0 + n
+end
