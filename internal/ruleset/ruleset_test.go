@@ -105,7 +105,7 @@ func TestApply(t *testing.T) {
 	t.Parallel()
 	l := redlimit.PerMinute(5)
 	s := newSet(t, rule("a", l, false), rule("b", l, true), rule("c", l, false))
-	applied, bad, err := s.Apply(req{"a": "x", "c": "y"}, nil)
+	applied, bad, err := s.Apply(req{"a": "x", "c": "y"}, "", nil)
 	if err != nil || bad != nil {
 		t.Fatalf("Apply: %v, %v", bad, err)
 	}
@@ -121,11 +121,11 @@ func TestApply(t *testing.T) {
 	s = newSet(t, rule("a", l, false),
 		ruleset.Rule[req]{Name: "b", Limit: l, Key: func(req) (string, error) { return "", boom }},
 		ruleset.Rule[req]{Name: "c", Limit: l, Key: func(req) (string, error) { return "", nil }})
-	if _, bad, err := s.Apply(req{}, nil); !errors.Is(err, boom) || bad == nil || bad.Name != "b" {
+	if _, bad, err := s.Apply(req{}, "", nil); !errors.Is(err, boom) || bad == nil || bad.Name != "b" {
 		t.Errorf("failing key: %v, %v; want rule b and boom", bad, err)
 	}
 	s = newSet(t, ruleset.Rule[req]{Name: "c", Limit: l, Key: func(req) (string, error) { return "", nil }})
-	if _, bad, err := s.Apply(req{}, nil); err == nil || bad == nil || bad.Name != "c" {
+	if _, bad, err := s.Apply(req{}, "", nil); err == nil || bad == nil || bad.Name != "c" {
 		t.Errorf("empty key: %v, %v; want rule c and an error", bad, err)
 	}
 }
@@ -142,7 +142,7 @@ func TestDecide(t *testing.T) {
 		rule("big", redlimit.PerMinute(100), true))
 	r := req{"loose": "k", "tight": "k", "small": "k", "big": "k"}
 	for i := range 4 {
-		applied, _, err := s.Apply(r, nil)
+		applied, _, err := s.Apply(r, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestDecide(t *testing.T) {
 	s = newSet(t, rule("over", redlimit.PerMinute(1), true), rule("fine", redlimit.PerMinute(5), true))
 	r = req{"over": "k2", "fine": "k2"}
 	for range 2 {
-		applied, _, _ := s.Apply(r, nil)
+		applied, _, _ := s.Apply(r, "", nil)
 		v, err := s.Decide(ctx, lim, log, applied, nil)
 		if err != nil || !v.Allowed || v.RetryAfter != 0 || len(v.Quotas()) != 0 {
 			t.Fatalf("shadow only: %+v, %v", v, err)
@@ -216,7 +216,7 @@ func TestDecideErrors(t *testing.T) {
 		for _, lim := range []badLimiter{{}, {err: boom}} {
 			log, buf := rulesettest.NewLogger()
 			s := newSet(t, rule("a", l, shadow))
-			applied, _, _ := s.Apply(req{"a": "k"}, nil)
+			applied, _, _ := s.Apply(req{"a": "k"}, "", nil)
 			v, err := s.Decide(ctx, lim, log, applied, nil)
 			want := redlimit.ErrBadReply
 			if lim.err != nil {
