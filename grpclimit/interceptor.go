@@ -128,10 +128,10 @@ func (in *Interceptor) logger() *slog.Logger {
 // error that refuses it, if it is refused.
 func (in *Interceptor) check(ctx context.Context, method string, req any) (metadata.MD, error) {
 	applied, bad, err := in.rules.Apply(call{ctx: ctx, method: method, req: req}, "", func(r *ruleset.Rule[call], err error) {
-		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed for a shadow rule", slog.String("method", method), slog.String("rule", r.Name), slog.Any("err", err))
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not decided by a shadow rule: bad key, limit or cost", slog.String("method", method), slog.String("rule", r.Name), slog.Any("err", err))
 	})
 	if err != nil {
-		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed", slog.String("method", method), slog.String("rule", bad.Name), slog.Any("err", err))
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not decided: bad key, limit or cost", slog.String("method", method), slog.String("rule", bad.Name), slog.Any("err", err))
 		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call gives rate limit %q no key, limit or cost it can use", bad.Name)
 	}
 	if len(applied) == 0 {

@@ -30,7 +30,7 @@ type KeyError struct {
 
 // Error returns a message naming the rule.
 func (e *KeyError) Error() string {
-	return fmt.Sprintf("httplimit: key of rule %q: %v", e.Rule, e.Err)
+	return fmt.Sprintf("httplimit: rule %q: %v", e.Rule, e.Err)
 }
 
 // Unwrap returns the error of the rule's function.

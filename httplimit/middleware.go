@@ -93,11 +93,11 @@ func (m *Middleware) logger() *slog.Logger {
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
 	applied, bad, err := m.rules.Apply(r, m.routes.match(r), func(rule *ruleset.Rule[*http.Request], err error) {
-		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed for a shadow rule", requestAttrs(r, slog.Any("err", &KeyError{Rule: rule.Name, Err: err}))...)
+		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not decided by a shadow rule: bad key, limit or cost", requestAttrs(r, slog.Any("err", &KeyError{Rule: rule.Name, Err: err}))...)
 	})
 	if err != nil {
 		kerr := &KeyError{Rule: bad.Name, Err: err}
-		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed", requestAttrs(r, slog.Any("err", kerr))...)
+		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not decided: bad key, limit or cost", requestAttrs(r, slog.Any("err", kerr))...)
 		m.onError(w, r, kerr)
 		return
 	}
