@@ -154,7 +154,7 @@ func TestRoutePatterns(t *testing.T) {
 		{"POST", "http://x/v1/items/7", `all items`},
 		{"GET", "http://x/v1/items/7/parts", `all items`},
 		{"GET", "http://api.example.com/v1/items/7/parts", `all host`}, // a host pattern first
-		{"GET", "http://x/v1/items", `all`},                           // the mux would redirect
+		{"GET", "http://x/v1/items", `all`},                            // the mux would redirect
 		{"GET", "http://x/other", `all`},
 	} {
 		resp := do(h, c.method, c.target)
