@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -22,14 +21,9 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/grpclimit"
 	"github.com/redlimit/redlimit/internal/rulesettest"
-	"github.com/redlimit/redlimit/redisstore"
 )
 
-// plans are the tiers of the tests: a tenant's plan chooses its limit.
-var plans = map[string]redlimit.Limit{
-	"free": redlimit.PerMinute(100),
-	"pro":  redlimit.PerMinute(10_000),
-}
+var plans = rulesettest.Plans
 
 var tenantPlans = map[string]string{"a": "free", "b": "pro", "c": "gold"}
 
@@ -119,19 +113,9 @@ func TestPerRequestLimitAndCost(t *testing.T) {
 // 100 calls, the pro tenant exactly the calls whose costs fit 10,000.
 func TestTiersExactConcurrent(t *testing.T) {
 	t.Parallel()
-	now := fixedNow()
-	s := rulesettest.NewStores(t, "grpclimit", now)
+	s := rulesettest.NewStores(t, "grpclimit", fixedNow())
 	lims := map[string][]redlimit.Limiter{"memory": {s.Memory, s.Memory, s.Memory, s.Memory}}
-	for range 4 {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Server.Addr()}, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		rs, err := redisstore.New(c, redisstore.WithPrefix(s.Prefix), redisstore.WithClock(now))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, rs := range s.RedisClients(t, 4) {
 		lims["redis"] = append(lims["redis"], rs)
 	}
 	for name, ls := range lims {

@@ -11,19 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
+	"github.com/redlimit/redlimit/internal/rulesettest"
 	"github.com/redlimit/redlimit/ratelimitfield"
-	"github.com/redlimit/redlimit/redisstore"
 )
 
-// plans are the tiers of the tests: a tenant's plan chooses its limit.
-var plans = map[string]redlimit.Limit{
-	"free": redlimit.PerMinute(100),
-	"pro":  redlimit.PerMinute(10_000),
-}
+var plans = rulesettest.Plans
 
 // tenantPlans says which plan each tenant of the tests is on.
 var tenantPlans = map[string]string{"a": "free", "b": "pro", "c": "gold"}
@@ -203,26 +197,6 @@ func TestNewPerRequestRules(t *testing.T) {
 	}
 }
 
-// redisStores returns n Redis stores, each on a client of its own, sharing
-// one key prefix on the shared server and reading now.
-func redisStores(t *testing.T, st testStore, now func() time.Time, n int) []redlimit.Limiter {
-	t.Helper()
-	out := make([]redlimit.Limiter, n)
-	for i := range out {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{st.redis.Addr()}, DisableCache: true})
-		if err != nil {
-			t.Fatalf("rueidis client: %v", err)
-		}
-		t.Cleanup(c.Close)
-		rs, err := redisstore.New(c, redisstore.WithPrefix(st.prefix), redisstore.WithClock(now))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = rs
-	}
-	return out
-}
-
 // TestTiersExactConcurrent sends, from many goroutines through four
 // middlewares on one store (four clients for Redis), more than each tenant's
 // plan allows, with costs and bad input mixed in. The free tenant is
@@ -230,13 +204,16 @@ func redisStores(t *testing.T, st testStore, now func() time.Time, n int) []redl
 // costs fit 10,000, and every bad request gets 400 and consumes nothing.
 func TestTiersExactConcurrent(t *testing.T) {
 	t.Parallel()
-	now := fixedNow()
-	for _, st := range testStores(t, now) {
+	s := rulesettest.NewStores(t, "httplimit", fixedNow())
+	for _, st := range []testStore{{name: "memory", lim: &peeker{s.Memory}}, {name: "redis", lim: &peeker{s.Redis}}} {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			lims := []redlimit.Limiter{st.lim, st.lim, st.lim, st.lim}
-			if st.redis != nil {
-				lims = redisStores(t, st, now, 4)
+			if st.name == "redis" {
+				lims = lims[:0]
+				for _, rs := range s.RedisClients(t, 4) {
+					lims = append(lims, rs)
+				}
 			}
 			hs := make([]http.Handler, len(lims))
 			for i, lim := range lims {
