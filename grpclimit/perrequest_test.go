@@ -103,6 +103,20 @@ func TestPerRequestLimitAndCost(t *testing.T) {
 			if checks, _ := h.counts(); checks != 4 {
 				t.Errorf("%d checks served, want 4", checks)
 			}
+			// A stream is decided when it opens, with no message: cost 1.
+			wctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(ctx, "x-tenant", "b"))
+			defer cancel()
+			stream, err := c.Watch(wctx, &healthpb.HealthCheckRequest{Service: "cost=9999"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := stream.Recv(); err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			hdr, err := stream.Header()
+			if got := strings.Join(hdr.Get("ratelimit"), ","); err != nil || got != `"plan";r=9599;t=120` {
+				t.Errorf("stream: ratelimit %q (%v), want r=9599", got, err)
+			}
 		})
 	}
 }
