@@ -14,7 +14,6 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/budget"
 	"github.com/redlimit/redlimit/memory"
 )
 
@@ -48,9 +47,6 @@ type Options struct {
 	// and the circuit breaker counts the failure (unless the caller left it
 	// less than 1 ms, too short to judge the store by). A caller whose
 	// context is canceled gets its context's error, and is not counted.
-	// A call made on the caller's goroutine (redisstore's AllowN and Peek
-	// with batching) may end up to Timeout/16 early: calls whose budgets
-	// end within that of each other share one timer.
 	Timeout time.Duration
 	// CallerMargin is the most of a caller's remaining time kept for the
 	// failure policy to answer and the answer to travel back (default
@@ -165,8 +161,7 @@ type Limiter struct {
 	lastFail atomic.Pointer[error] // the store's last failure the breaker counted
 	now      func() time.Time
 	workers  workers
-	bound    bool          // the store's AllowN and Peek return by their context's deadline (see contextBound)
-	ends     *budget.Clock // the ends of inline calls' budgets (see bounded); nil unless bound
+	bound    bool // the store's AllowN and Peek return by their context's deadline (see contextBound)
 
 	debts       *debts      // nil when reconciliation is off
 	once        onceDebiter // the store, if it counts a debit once per id
@@ -241,9 +236,6 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 	l.once, _ = store.(onceDebiter)
 	if b, ok := store.(contextBound); ok {
 		l.bound = b.ReturnsByContext()
-	}
-	if l.bound {
-		l.ends = budget.NewClock(l.timeout / endQuanta)
 	}
 	if l.fallback == nil {
 		fb, err := memory.New()
@@ -757,13 +749,6 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 		return fmt.Errorf("resilient: reset in the fallback: %w", err)
 	}
 	return nil
-}
-
-// endingBy returns ctx with the end of a budget that ends by end, shared
-// with the calls that end within the same quantum (see internal/budget):
-// the store returns by it as by a deadline.
-func (l *Limiter) endingBy(ctx context.Context, end time.Time) context.Context {
-	return budget.With(ctx, l.ends.Before(end))
 }
 
 // mono measures times in nanoseconds since its epoch, on the monotonic
