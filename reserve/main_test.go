@@ -46,7 +46,7 @@ var backends = []backend{
 		return redisStore(t, redistest.SharedCluster(t).Addrs(), prefix, now)
 	}},
 	{"resilient", true, func(t *testing.T, prefix string, now func() time.Time) redlimit.Refunder {
-		l, err := resilient.New(redisStore(t, []string{redistest.Shared(t).Addr()}, prefix, now), resilient.Options{Timeout: time.Second, DenyCacheSize: -1})
+		l, err := resilient.New(redisStore(t, []string{redistest.Shared(t).Addr()}, prefix, now), resilient.Options{Timeout: time.Second, DenyCache: resilient.DenyCacheOptions{Size: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ type storeCall struct {
 // do makes the call c to l's store, and charges what l owes for the
 // states it decides (see decideOwed), unless it is the probe.
 func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
-	if c.probe || l.debts == nil || l.debts.n.Load() == 0 {
+	if c.probe || l.rec.debts == nil || l.rec.debts.n.Load() == 0 {
 		return c.call(ctx, l)
 	}
 	owed := c.reqs
@@ -137,7 +137,7 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		return d, err
 	}
 	c.end = now.Add(budget)
-	if l.debts != nil && l.debts.n.Load() != 0 {
+	if l.rec.debts != nil && l.rec.debts.n.Load() != 0 {
 		c.held = new(atomic.Bool)
 	}
 	d, err := l.bounded(ctx, c, budget)
@@ -163,7 +163,7 @@ func (l *Limiter) called(start time.Time, err error) {
 func (l *Limiter) inline(c storeCall) bool {
 	return l.bound && c.grant == nil && c.held == nil &&
 		(c.peek != nil || len(c.reqs) == 1 && !c.reqs[0].Debit) &&
-		(l.debts == nil || l.debts.n.Load() == 0)
+		(l.rec.debts == nil || l.rec.debts.n.Load() == 0)
 }
 
 // contextBound is implemented by a store whose AllowN and Peek return by
@@ -263,7 +263,7 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 // dial, a handshake, the scripts loaded again), which a host starved of
 // CPU makes slower than a decision's timeout. No caller waits for it, and
 // the breaker would stay open for the cool-down anyway.
-func (l *Limiter) probeTimeout() time.Duration { return max(l.timeout, l.coolDown) }
+func (l *Limiter) probeTimeout() time.Duration { return max(l.timeout, l.breaker.coolDown) }
 
 // callerErr is the error of a caller's context that ended.
 func callerErr(ctx context.Context) error {
@@ -272,8 +272,3 @@ func callerErr(ctx context.Context) error {
 	}
 	return context.DeadlineExceeded
 }
-
-// policyContext returns ctx for the failure policy's fallback: without its
-// deadline or cancellation, which may come while the fallback decides: the
-// policy answers once the store has failed.
-func policyContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -13,7 +13,7 @@
 //
 //   - the deny cache: a key and limit the store denied with nothing left,
 //     until the store's retry-after ([redlimit.FromDenyCache]);
-//   - settling: for [Options.Settle] after an outage, a decision of limits
+//   - settling: for [FallbackOptions.Settle] after an outage, a decision of limits
 //     that fail local must also fit this node's share, so that the nodes
 //     back first do not spend what the others admitted by themselves;
 //   - the store, within [Options.Timeout] (or the caller's deadline less a

@@ -56,7 +56,7 @@ func settlingNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option,
 	if prefix != nil {
 		popts = append(popts, prefix)
 	}
-	opts.FailureThreshold, opts.CoolDown, opts.ReconcileSpread = 1, 20*time.Millisecond, -1
+	opts.Breaker.FailureThreshold, opts.Breaker.CoolDown, opts.Reconcile.Spread = 1, 20*time.Millisecond, -1
 	return newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}, popts...), down}, opts)
 }
 
@@ -81,7 +81,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 			var downA, downB atomic.Bool
 			prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for both nodes
 			node := func(down *atomic.Bool) *resilient.Limiter {
-				return settlingNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Settle: c.settle})
+				return settlingNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: c.settle}})
 			}
 			a, b := node(&downA), node(&downB)
 			downA.Store(true)
@@ -127,7 +127,7 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Settle: time.Hour})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: time.Hour}})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 10)
 	down.Store(false)
@@ -205,7 +205,7 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 				prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for all nodes
 				for i := range nodes {
 					downs[i] = new(atomic.Bool)
-					nodes[i] = settlingNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), Settle: settle, DenyCacheSize: -1})
+					nodes[i] = settlingNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), DenyCache: resilient.DenyCacheOptions{Size: -1}, Fallback: resilient.FallbackOptions{Settle: settle}})
 				}
 				admitted := 0
 				decide := func(i, tries int) {
@@ -268,7 +268,7 @@ func TestSettleLeavesTheProbe(t *testing.T) {
 	lim := redlimit.PerHour(100).SlidingLog()
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Settle: time.Hour})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: time.Hour}})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 50)
 	down.Store(false)
@@ -336,8 +336,7 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 			// A Timeout no call of a busy machine reaches: only the
 			// failures the store makes up count.
 			a := newLimiter(t, store, resilient.Options{
-				Nodes: fixedNodes(2), Settle: settle, Timeout: 10 * time.Second,
-				FailureThreshold: 3, CoolDown: 20 * time.Millisecond, ReconcileSpread: -1,
+				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 20 * time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: settle}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: 10 * time.Second,
 			})
 			open := redlimit.PerHour(1_000_000).OnFailure(redlimit.FailOpen)
 			n.Store(1) // every call fails: the breaker opens

@@ -541,7 +541,7 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
+	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: resilient.FallbackOptions{Limiter: mem},
 		Observer: resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
