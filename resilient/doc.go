@@ -31,6 +31,19 @@
 // once it answers again ([Limiter.Reconciliation]). Every [redlimit.Result]
 // says which path decided it. [Options.Observer] is told of each; the
 // module github.com/redlimit/redlimit/prometheus makes them metrics.
+//
+// # Parts
+//
+// Each part has a file and an options group:
+//
+//   - the store call (call.go, [Options.Timeout]): on the caller's
+//     goroutine for a store that returns by its context's deadline, else
+//     on a kept worker; either way in a context with the call's deadline;
+//   - the breaker and the failure policies (breaker.go, [Options.Breaker]);
+//   - the deny cache (denycache.go, [Options.DenyCache]);
+//   - the local fallback and the settling (fallback.go, [Options.Fallback]);
+//   - reconciliation (reconcile.go, [Options.Reconcile]).
+//
 // docs/RELIABILITY.md gives the guarantees and the fault tests' figures (a
 // Redis killed, hung, a Cluster master failing over).
 package resilient
