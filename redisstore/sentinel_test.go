@@ -118,8 +118,8 @@ func testSentinelFailover(t *testing.T, fault, query string) {
 		t.Fatalf("full through the resilient limiter before the fault: %+v, %v", d, err)
 	}
 	// The decisions are on the replica before the fault.
-	if n, err := g.Master.Do("WAIT", "1", "5000"); err != nil || n != "1" {
-		t.Fatalf("WAIT 1 5000 on the master: %q, %v", n, err)
+	if err := g.Master.WaitReplicated(5 * time.Second); err != nil {
+		t.Fatal(err)
 	}
 
 	// The clients watch the first sentinel for the switch.

@@ -59,7 +59,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	if r, err := nodes[0].AllowN(context.Background(), spent, spentLim, spentLim.Count); err != nil || !r.Allowed {
 		t.Fatalf("exhausting %s: %+v, %v", spent, r, err)
 	}
-	if _, err := victim.Do("WAIT", "1", "5000"); err != nil { // its replica has it before the kill
+	if err := victim.WaitReplicated(5 * time.Second); err != nil { // its replica has it before the kill
 		t.Fatal(err)
 	}
 	limits[spent] = spentLim

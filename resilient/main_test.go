@@ -64,6 +64,24 @@ func newLimiter(t testing.TB, store redlimit.Limiter, opts resilient.Options) *r
 	return l
 }
 
+// recordOpen makes opts record whether the breaker has opened. A busy
+// host may outlast CoolDown before a test reads BreakerState: the open
+// breaker is half-open by then.
+func recordOpen(opts *resilient.Options) *atomic.Bool {
+	o := &openRecorder{}
+	opts.Observer = o
+	return &o.opened
+}
+
+// openRecorder is an Observer that records whether the breaker opened.
+type openRecorder struct{ opened atomic.Bool }
+
+func (*openRecorder) Decided(bool, redlimit.Source)    {}
+func (*openRecorder) StoreCalled(time.Duration, error) {}
+func (o *openRecorder) BreakerChanged(_, to string, _ error) {
+	o.opened.Store(o.opened.Load() || to == "open")
+}
+
 // waitFor polls cond every few milliseconds until it holds or d passes.
 func waitFor(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)

@@ -431,7 +431,7 @@ func (s *recording) AllowAll(ctx context.Context, reqs []redlimit.Request) (redl
 
 // TestReconcileSpreadsBatches: nodes that come back together charge in
 // batches of at most MaxRequests states, each node after a random wait up
-// to ReconcileSpread, not all at once.
+// to Reconcile.Spread, not all at once.
 func TestReconcileSpreadsBatches(t *testing.T) {
 	t.Parallel()
 	const nodes, states, spread = 12, 150, 600 * time.Millisecond

@@ -382,7 +382,7 @@ func TestDenyCacheFollowsTheState(t *testing.T) {
 	}
 }
 
-// TestDenyCacheSizeIsATotal: DenyCacheSize bounds the entries of the whole
+// TestDenyCacheSizeIsATotal: DenyCache.Size bounds the entries of the whole
 // cache, however small.
 func TestDenyCacheSizeIsATotal(t *testing.T) {
 	t.Parallel()

@@ -149,11 +149,13 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 			// behind it has the rest of its budget.
 			proxy := startHoldingProxy(t, srv.Addr(), time.Second, timeout*3/2)
 			var down atomic.Bool
-			l := newLimiter(t, switchable{redisStore(t, []string{proxy.addr}), &down}, resilient.Options{
+			opts := resilient.Options{
 				Nodes: fixedNodes(4), Timeout: timeout,
 				// A timeout never opens the breaker: 3 in a row would.
 				Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 20 * time.Millisecond}, Reconcile: resilient.ReconcileOptions{Spread: -1},
-			})
+			}
+			opened := recordOpen(&opts)
+			l := newLimiter(t, switchable{redisStore(t, []string{proxy.addr}), &down}, opts)
 			down.Store(true)
 			open := redlimit.PerHour(1000).OnFailure(redlimit.FailOpen)
 			for range 3 {
@@ -161,8 +163,8 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 					t.Fatalf("Redis down: %+v, %v; want fail-open", r, err)
 				}
 			}
-			if s := l.BreakerState(); s != "open" {
-				t.Fatalf("breaker %s after three failures, want open", s)
+			if !opened.Load() {
+				t.Fatalf("breaker %s after three failures, never opened", l.BreakerState())
 			}
 			down.Store(false)
 			backOnStore(t, l) // settling from here

@@ -139,7 +139,9 @@ func TestCluster(t *testing.T) {
 		mustDo(t, m, "OK", "SET", key, "v")
 		// Replication is asynchronous: the failover below must not lose
 		// the write to a kill that comes before the replica has it.
-		mustDo(t, m, "1", "WAIT", "1", "5000")
+		if err := m.WaitReplicated(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Some other node must redirect.
 	m, _ := c.MasterFor("cl:a")

@@ -498,3 +498,42 @@ func portFree(p int) bool {
 	_ = l.Close()
 	return true
 }
+
+// WaitReplicated waits up to timeout until s has a replica and every
+// replica has acknowledged what s had written when called. Use it, not
+// WAIT: WAIT counts the writes of its own connection, and Do opens one
+// per command, so a WAIT through Do returns at once.
+func (s *Server) WaitReplicated(timeout time.Duration) error {
+	info, err := s.Do("INFO", "replication")
+	if err != nil {
+		return fmt.Errorf("redistest: %s: INFO replication: %w", s.Addr(), err)
+	}
+	target, err := strconv.ParseInt(infoField(info, "master_repl_offset"), 10, 64)
+	if err != nil {
+		return fmt.Errorf("redistest: %s: master_repl_offset: %w", s.Addr(), err)
+	}
+	return waitUntil(timeout, func() error {
+		info, err := s.quickDo("INFO", "replication")
+		if err != nil {
+			return fmt.Errorf("redistest: %s: INFO replication: %w", s.Addr(), err)
+		}
+		n, _ := strconv.Atoi(infoField(info, "connected_slaves"))
+		if n == 0 {
+			return fmt.Errorf("redistest: %s has no replica", s.Addr())
+		}
+		for i := range n {
+			// slaveN:ip=…,port=…,state=online,offset=…,lag=…
+			line := infoField(info, fmt.Sprintf("slave%d", i))
+			var off int64 = -1
+			for _, f := range strings.Split(line, ",") {
+				if v, ok := strings.CutPrefix(f, "offset="); ok {
+					off, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+			if off < target {
+				return fmt.Errorf("redistest: %s: replica %q behind offset %d", s.Addr(), line, target)
+			}
+		}
+		return nil
+	})
+}

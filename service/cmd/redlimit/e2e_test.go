@@ -69,6 +69,13 @@ func TestServeGRPCAndJSON(t *testing.T) {
 	// A deadline long enough that Redis answers every call on a loaded machine,
 	// so that the counts below are the store's.
 	p := startProc(t, nil, "--config="+cfg, "--redis=redis://"+redis.Addr(), "--response-headers=x-ratelimit", "--timeout=5s")
+	checkServeGRPCAndJSON(t, p)
+}
+
+// checkServeGRPCAndJSON runs the checks of TestServeGRPCAndJSON on p, which
+// serves apiRules on a Redis of its own, with X-RateLimit-* headers.
+func checkServeGRPCAndJSON(t *testing.T, p *proc) {
+	t.Helper()
 	ctx := context.Background()
 	codes := func(resp *pb.RateLimitResponse, err error) string {
 		t.Helper()

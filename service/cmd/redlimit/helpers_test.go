@@ -99,9 +99,16 @@ func tryStartProc(t testing.TB, env []string, args ...string) *proc {
 
 func tryStartProcBin(t testing.TB, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, exited: make(chan struct{})}
 	all := append([]string{"serve", "--grpc-addr=127.0.0.1:0", "--http-addr=127.0.0.1:0", "--log-format=json"}, args...)
-	p.cmd = exec.Command(bin, all...)
+	return tryStartCommand(t, bin, env, all...)
+}
+
+// tryStartCommand runs bin with exactly args and env (after cleanEnv), and
+// waits until it logs "serving" in JSON or exits.
+func tryStartCommand(t testing.TB, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(cleanEnv(), env...)
 	p.cmd.SysProcAttr = sysProcAttr()
 	stderr, err := p.cmd.StderrPipe()

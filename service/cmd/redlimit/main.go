@@ -32,6 +32,11 @@
 // '-' as '_' (--grpc-addr: REDLIMIT_GRPC_ADDR); a flag on the command line
 // wins. `redlimit serve --help` lists them.
 //
+// Invoked as ratelimit (a link or copy named so, as the image's
+// /bin/ratelimit), the command is serve, its arguments serve's flags, and
+// envoyproxy/ratelimit's defaults complete its environment: the image
+// swaps in for envoyproxy/ratelimit's under the command its manifests run.
+//
 // Each subcommand is a Main(args, stdout, stderr) int of its package, which
 // parses its flags and returns the exit code: server.Main, rulecheck.Main,
 // loadgen.Main and sim.Main. The command only picks one.
@@ -41,6 +46,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/redlimit/redlimit/service/internal/loadgen"
 	"github.com/redlimit/redlimit/service/internal/rulecheck"
@@ -49,7 +56,18 @@ import (
 	"github.com/redlimit/redlimit/service/internal/version"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if invokedAs(os.Args[0]) == "ratelimit" {
+		os.Exit(server.RatelimitMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// invokedAs returns the base name of argv0, the name the command was
+// invoked by.
+func invokedAs(argv0 string) string {
+	return strings.TrimSuffix(filepath.Base(argv0), ".exe")
+}
 
 const usage = `redlimit: a distributed rate limiter on Redis.
 

@@ -7,6 +7,9 @@
 #
 # The image (service/deploy/image/Containerfile, FROM scratch) holds:
 #   /usr/local/bin/redlimit              CGO_ENABLED=0 -trimpath, stripped: static
+#   /bin/ratelimit                       a link to it: invoked so, it serves with
+#                                        envoyproxy/ratelimit's environment, the
+#                                        command its manifests and Envoy Gateway run
 #   /etc/passwd, /etc/group              root, and redlimit as 65532:65532
 #   /etc/ssl/certs/ca-certificates.crt   Debian's ca-certificates bundle
 #
@@ -41,6 +44,8 @@ rootfs() {
 	(cd "$root" && CGO_ENABLED=0 GOOS=linux "$GO" build -trimpath -ldflags='-s -w' \
 		-o "$dir/usr/local/bin/redlimit" ./service/cmd/redlimit)
 	chmod 0755 "$dir/usr/local/bin/redlimit"
+	mkdir -p "$dir/bin"
+	ln -sfn ../usr/local/bin/redlimit "$dir/bin/ratelimit"
 	printf 'root:x:0:0:root:/root:/sbin/nologin\nredlimit:x:%d:%d:redlimit:/nonexistent:/sbin/nologin\n' \
 		"$USER_ID" "$USER_ID" >"$dir/etc/passwd"
 	printf 'root:x:0:\nredlimit:x:%d:\n' "$USER_ID" >"$dir/etc/group"

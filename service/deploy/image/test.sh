@@ -84,7 +84,7 @@ cfg=$($ctr inspect --type image --format '{{.Config.User}}|{{json .Config.Entryp
 IFS='|' read -r user entrypoint cmd env <<<"$cfg"
 check "runs as $USER_ID:$USER_ID (got $user)" [ "$user" = "$USER_ID:$USER_ID" ]
 check "entrypoint $entrypoint, cmd $cmd" test "$entrypoint" = '["/usr/local/bin/redlimit"]' -a "$cmd" = '["serve"]'
-check "listens on every interface by default" grep -q '"REDLIMIT_GRPC_ADDR=:8081","REDLIMIT_HTTP_ADDR=:8080","REDLIMIT_PROBE_ADDR=:8082"' <<<"$env"
+check "listens on every interface by default" grep -q '"HOST=0.0.0.0","GRPC_HOST=0.0.0.0","REDLIMIT_PROBE_ADDR=:8082"' <<<"$env"
 
 # 2. Files, as exported from a container of the image.
 rootfs=$work/rootfs
@@ -97,7 +97,8 @@ else
 	buildah rm "$cid" >/dev/null && cid=
 fi
 files=$(cd "$rootfs" && find . -type f -o -type l | sort | tr '\n' ' ')
-check "files: $files" [ "$files" = "./etc/group ./etc/passwd ./etc/ssl/certs/ca-certificates.crt ./usr/local/bin/redlimit " ]
+check "files: $files" [ "$files" = "./bin/ratelimit ./etc/group ./etc/passwd ./etc/ssl/certs/ca-certificates.crt ./usr/local/bin/redlimit " ]
+check "/bin/ratelimit links to the binary" [ "$(readlink "$rootfs/bin/ratelimit")" = ../usr/local/bin/redlimit ]
 bin=$rootfs/usr/local/bin/redlimit
 buildinfo=$(cd "$root" && go version -m "$bin")
 check "binary built with CGO_ENABLED=0" grep -qP '^\tbuild\tCGO_ENABLED=0$' <<<"$buildinfo"
@@ -121,6 +122,14 @@ expect 0 "chroot, uid $USER_ID: redlimit check on the example rules" "${as_user[
 check "  it prints the rules" grep -q '^ok: 1 file, 1 domain, 5 rules$' "$work/out"
 expect 1 "chroot, uid $USER_ID: redlimit check on a broken file exits 1" "${as_user[@]}" /usr/local/bin/redlimit check --config /etc/redlimit/broken
 check "  naming file:line" grep -q '^/etc/redlimit/broken/api.yaml:4: descriptors\[0\].rate_limit.unit: unknown unit' "$work/out"
+# /bin/ratelimit serves, with envoyproxy/ratelimit's environment alone
+# (its rule layout: RUNTIME_ROOT/config), until it is stopped.
+mkdir -p "$rootfs/srv/runtime_data/current/config"
+cp "$root/examples/config/ratelimit.yaml" "$rootfs/srv/runtime_data/current/config/"
+env -i PATH="$PATH" HOST=127.0.0.1 PORT=0 GRPC_HOST=127.0.0.1 GRPC_PORT=0 LOG_LEVEL=info LOG_FORMAT=json BACKEND_TYPE=redis \
+	REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:1 "${as_user[@]}" /bin/ratelimit >"$work/out" 2>&1
+check "chroot, uid $USER_ID: /bin/ratelimit serves as envoyproxy/ratelimit (reads its rules, dials REDIS_URL)" \
+	grep -q '"msg":"cannot start".*127.0.0.1:1' "$work/out"
 
 # 4. The container.
 if [ "$ctr" != podman ]; then

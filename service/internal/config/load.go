@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/redlimit/redlimit"
 )
 
 // Defaults of [Loader]: caps well above any rule file written by hand (the
@@ -35,6 +37,10 @@ type Loader struct {
 	// of one name in two files are an error. Without it (the default), a
 	// domain in two files is an error.
 	MergeDomains bool
+	// DefaultAlgorithm counts the limits whose file and rule name no
+	// algorithm (default redlimit.SlidingWindow; redlimit.FixedWindow is
+	// envoyproxy/ratelimit's only one).
+	DefaultAlgorithm redlimit.Algorithm
 }
 
 // Load reads path with a [Loader] of default caps; see [Loader.Load].
@@ -110,14 +116,20 @@ func (l Loader) Load(ctx context.Context, path string) (*Config, error) {
 		if total += int64(len(data)); total > maxTotal { // grown since the stat
 			return nil, joinErrors(append(errs, totalTooLarge(f.name, maxTotal)))
 		}
-		d, err := parse(f.name, data, true)
+		d, err := parse(f.name, data, true, l.DefaultAlgorithm)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		domains = append(domains, d)
 	}
-	if l.MergeDomains {
+	return assemble(domains, errs, l.MergeDomains)
+}
+
+// assemble returns the configuration of the parsed domains, merged as
+// Loader.MergeDomains if mergeAll, or errs with the problems it finds.
+func assemble(domains []*Domain, errs []error, mergeAll bool) (*Config, error) {
+	if mergeAll {
 		var merr []error
 		domains, merr = merge(domains)
 		errs = append(errs, merr...)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -46,7 +47,7 @@ const (
 // [ErrInvalid]; a file with several problems reports each of them, joined
 // with [errors.Join]. The domain returned is indexed for [Domain.Match].
 func Parse(name string, data []byte) (*Domain, error) {
-	d, err := parse(name, data, false)
+	d, err := parse(name, data, false, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -57,9 +58,10 @@ func Parse(name string, data []byte) (*Domain, error) {
 // parse parses one file's contents, as Parse does, but without indexing
 // it. With deferReplaces, the names its rules replace are not checked
 // against the file's rule names but kept in the domain's refs, to be
-// checked once the files of a domain are merged.
-func parse(name string, data []byte, deferReplaces bool) (*Domain, error) {
-	p := &parser{file: name, names: map[string]bool{}, active: map[*yaml.Node]bool{}, deferReplaces: deferReplaces}
+// checked once the files of a domain are merged. alg counts the limits
+// that name no algorithm (0: redlimit.SlidingWindow).
+func parse(name string, data []byte, deferReplaces bool, alg redlimit.Algorithm) (*Domain, error) {
+	p := &parser{file: name, names: map[string]bool{}, active: map[*yaml.Node]bool{}, deferReplaces: deferReplaces, defaultAlgorithm: cmp.Or(alg, redlimit.SlidingWindow)}
 	d := p.document(data)
 	if len(p.errs) > 0 {
 		// In line order; the note that parsing stopped stays last.
@@ -76,12 +78,13 @@ type parser struct {
 	file string
 	errs []error
 
-	domain    string
-	algorithm redlimit.Algorithm     // the file's default
-	failure   redlimit.FailurePolicy // the file's default
-	counting  Counting               // the file's default
-	budget    int                    // nodes left to visit before aliases count as a bomb
-	nodes     int                    // nodes in the document, not following aliases
+	domain           string
+	algorithm        redlimit.Algorithm     // the file's default
+	defaultAlgorithm redlimit.Algorithm     // the file's default when it names none
+	failure          redlimit.FailurePolicy // the file's default
+	counting         Counting               // the file's default
+	budget           int                    // nodes left to visit before aliases count as a bomb
+	nodes            int                    // nodes in the document, not following aliases
 
 	names         map[string]bool     // rule names defined in the file
 	replaces      []field             // replaces[i].name fields, checked against names at the end
@@ -199,7 +202,7 @@ func (p *parser) top(root *yaml.Node) *Domain {
 	}
 	p.domain = d.Name
 
-	p.algorithm = redlimit.SlidingWindow
+	p.algorithm = p.defaultAlgorithm
 	if f, ok := fields["algorithm"]; ok && !isNull(f.val) {
 		if a, ok := p.parseAlgorithm(f); ok {
 			p.algorithm = a

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -67,6 +70,10 @@ type Options struct {
 	// envoyproxy/ratelimit adds none). With any style but None, a denial
 	// that can be retried also gets Retry-After.
 	Headers ratelimitfield.Style
+	// HeaderNames renames response fields: a key is a field's name (such
+	// as ratelimitfield.HeaderRateLimitLimit), its value the name sent
+	// instead (envoyproxy/ratelimit's LIMIT_LIMIT_HEADER and the like).
+	HeaderNames map[string]string
 	// MaxDescriptors caps the descriptors of one request
 	// (default and maximum [DefaultMaxDescriptors]).
 	MaxDescriptors int
@@ -96,8 +103,12 @@ type Options struct {
 	// unit_multiplier: the longest a key's state made by an override is
 	// kept (default [DefaultMaxOverridePeriod], a year).
 	MaxOverridePeriod time.Duration
-	// Observer receives every decision, for metrics (default: none).
+	// Observer receives every decision, for metrics (default: none). One
+	// that implements [HitCounter] also gets envoyproxy/ratelimit's counts.
 	Observer Observer
+	// NearLimitRatio is where near_limit starts, as a fraction of a
+	// limit ([HitCounter]; default [DefaultNearLimitRatio]). It is in (0, 1].
+	NearLimitRatio float64
 	// Trace, when not nil, is called at the end of every Decide, on its
 	// goroutine, with the request's context, the request and what Decide
 	// returned, to annotate the request's trace span (see
@@ -115,6 +126,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if !o.Headers.Valid() {
 		return o, fmt.Errorf("rls: unknown Options.Headers %d", o.Headers)
+	}
+	for from, to := range o.HeaderNames {
+		if !httpguts.ValidHeaderFieldName(to) {
+			return o, fmt.Errorf("rls: Options.HeaderNames: %q for %s is not a header field name", to, from)
+		}
 	}
 	if o.MaxDescriptors < 0 || o.MaxEntries < 0 || o.MaxBytes < 0 {
 		return o, fmt.Errorf("rls: negative cap in Options")
@@ -136,6 +152,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Overrides > OverridesRefuse {
 		return o, fmt.Errorf("rls: unknown Options.Overrides %d", o.Overrides)
+	}
+	if o.NearLimitRatio < 0 || o.NearLimitRatio > 1 || math.IsNaN(o.NearLimitRatio) {
+		return o, fmt.Errorf("rls: Options.NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
+	}
+	if o.NearLimitRatio == 0 {
+		o.NearLimitRatio = DefaultNearLimitRatio
 	}
 	if o.MaxOverridePeriod < 0 {
 		return o, fmt.Errorf("rls: negative Options.MaxOverridePeriod")

@@ -40,6 +40,9 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 		} else {
 			s.opts.Observer.Descriptor(req.Domain, it.label, outcome, it.res.Source, req.Descriptors[it.desc].Entries)
 		}
+		if s.hits != nil {
+			s.hits.Hits(req.Domain, it.label, envoyHitsOf(it.cost, it.limit.Max(), it.res, it.shadow, s.opts.NearLimitRatio))
+		}
 	}
 	if p.denied {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
@@ -100,6 +103,9 @@ func (s *Service) headers(p *plan) []*corepb.HeaderValue {
 	}
 	var h []*corepb.HeaderValue
 	s.opts.Headers.Write(quotas, func(name, value string) {
+		if to, ok := s.opts.HeaderNames[name]; ok {
+			name = to
+		}
 		h = append(h, &corepb.HeaderValue{Key: name, Value: value})
 	})
 	retry := redlimit.RetryAfter(enforced)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +77,57 @@ func (f listFlag) Set(s string) error {
 	return nil
 }
 
+// namesFlag is --response-header-names: comma-separated field=name pairs;
+// each Set replaces them.
+type namesFlag struct{ m *map[string]string }
+
+func (f namesFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	var pairs []string
+	for k, v := range *f.m {
+		pairs = append(pairs, k+"="+v)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+
+func (f namesFlag) Set(s string) error {
+	*f.m = nil
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(pair, "=")
+		if !ok || strings.TrimSpace(from) == "" || strings.TrimSpace(to) == "" {
+			return fmt.Errorf("%q: want field=name pairs, such as RateLimit-Limit=X-Limit", pair)
+		}
+		if *f.m == nil {
+			*f.m = map[string]string{}
+		}
+		i := slices.IndexFunc(responseFields, func(n string) bool { return strings.EqualFold(n, strings.TrimSpace(from)) })
+		if i < 0 {
+			return fmt.Errorf("%q: not a response field (want one of %s)", from, strings.Join(responseFields, ", "))
+		}
+		(*f.m)[responseFields[i]] = strings.TrimSpace(to)
+	}
+	return nil
+}
+
+// responseFields are the fields --response-header-names may rename.
+var responseFields = []string{
+	ratelimitfield.HeaderRateLimitLimit, ratelimitfield.HeaderRateLimitRemaining, ratelimitfield.HeaderRateLimitReset,
+	ratelimitfield.HeaderXRateLimitLimit, ratelimitfield.HeaderXRateLimitRemaining, ratelimitfield.HeaderXRateLimitReset,
+	ratelimitfield.HeaderRateLimitPolicy, ratelimitfield.HeaderRateLimit, ratelimitfield.HeaderRetryAfter,
+}
+
+// Compat names the semantics --compat selects.
+const (
+	CompatRedlimit = "redlimit"
+	CompatEnvoy    = "envoy"
+)
+
 // modeFlag is --unix-socket-mode: permission bits in octal (0660, 660 or
 // 0o660).
 type modeFlag struct{ m *os.FileMode }
@@ -96,6 +148,13 @@ func (f modeFlag) Set(s string) error {
 	return nil
 }
 
+// RatelimitMain runs serve as envoyproxy/ratelimit's binary, the command
+// invoked as ratelimit: as [Main], with envoyproxy/ratelimit's default for
+// each of its settings left unset (envoyenv.go).
+func RatelimitMain(args []string, stdout, stderr io.Writer) int {
+	return serve(args, stdout, stderr, true)
+}
+
 // Main runs `redlimit serve` with args (the flags after "serve"), its
 // help and errors written to stdout and stderr, until SIGTERM or SIGINT;
 // it returns the process's exit code: 0, 1 when the service cannot start or
@@ -103,11 +162,19 @@ func (f modeFlag) Set(s string) error {
 // can also be set by an environment variable, REDLIMIT_ and the flag's
 // name in upper case with '-' as '_' (--grpc-addr: REDLIMIT_GRPC_ADDR); a
 // flag on the command line wins. SIGHUP reloads the configuration and the
-// TLS files.
+// TLS files. envoyproxy/ratelimit's environment variables set flags too,
+// below REDLIMIT_ ones (envoyenv.go and docs/MIGRATING.md).
 func Main(args []string, stdout, stderr io.Writer) int {
+	return serve(args, stdout, stderr, false)
+}
+
+// serve is Main; asRatelimit takes envoyproxy/ratelimit's defaults.
+func serve(args []string, stdout, stderr io.Writer, asRatelimit bool) int {
 	var (
 		o         Options
 		dashboard bool
+		denyCache bool
+		compat    string
 		logFormat string
 		logLevel  slog.Level
 	)
@@ -130,6 +197,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "PEM `file` of the server's certificate, followed by its chain. Set (with --tls-key-file), gRPC serves TLS only,\nand HTTP as --http-tls says. Watched and reloaded when it changes (a mounted Secret's update included); a file\nthat does not load is logged and counted (redlimit_tls_reloads_total) and the certificate in use keeps serving")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "PEM `file` of the certificate's private key; reloaded with the certificate")
 	fs.StringVar(&o.TLSClientCAFile, "tls-client-ca-file", "", "PEM `file` of CA certificates: set, every gRPC client must present a certificate they signed (mutual TLS);\nreloaded with the certificate")
+	fs.Var(listFlag{&o.TLSClientSANs}, "tls-client-san", "comma-separated `names`: set, a client certificate must also name one of them as a SAN (DNS name, URI such as\na SPIFFE ID, IP or email), or it is refused though --tls-client-ca-file's CA signed it")
 	fs.TextVar(&o.HTTPTLS, "http-tls", HTTPTLSOn, "what the HTTP address serves with --tls-cert-file, a `mode`: on (TLS, no client certificate: probes and scrapers\nneed none), off (plain HTTP) or mtls (client certificates verified against --tls-client-ca-file, as on gRPC)")
 	fs.BoolVar(&o.HTTPJSONWithoutClientCert, "http-json-without-client-cert", false, "with --tls-client-ca-file, let POST /json decide for HTTP clients that present no client certificate\n(--http-tls on or off). Without it, /json answers 403 unless --http-tls=mtls: a client gRPC refuses gets\nno decision over HTTP either")
 	fs.Var(listFlag{&o.AllowedHosts}, "allowed-hosts", "comma-separated `names` the HTTP server answers as Host, besides IP addresses and localhost (always\nanswered, on any port): name, name:port, .domain (with its subdomains), or * for any Host. Others get 421,\nso that a web page cannot reach the dashboard, /json, /metrics or the profiles by DNS rebinding.\nList the names clients use (a Kubernetes Service, a load balancer)")
@@ -138,9 +206,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.DynamicMetadata, "response-dynamic-metadata", false, "return dynamic metadata in every response (envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA): the domain,\nthe descriptors, and the metadata of the rules the request passed, for Envoy to route or log on")
 	o.Counting = config.CountingAuto
 	fs.TextVar(&o.Counting, "counting", config.CountingAuto, "how the rules that set no counting count the hits of a request that does not fit, a `mode`:\nauto (a descriptor with its own hits_addend, Envoy's check-then-debit flow, is a debit; others admissions),\nadmission (denied, consuming nothing) or debit (every hit counted, as envoyproxy/ratelimit: may go into debt)")
+	fs.StringVar(&compat, "compat", CompatRedlimit, "whose semantics the rules that name none follow, a `name`: redlimit, or envoy (envoyproxy/ratelimit's:\nfixed windows, every hit counted as a debit, no deny cache unless --deny-cache-bytes) for identical numbers\nduring a migration. --counting and --deny-cache given win")
 	fs.BoolVar(&o.MergeDomains, "merge-domains", false, "merge the rule files of one domain into one tree (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); without it\na domain in two files is an error")
 	o.Headers = ratelimitfield.None
 	fs.Var(headersFlag{&o.Headers}, "response-headers", "rate-limit response header `mode`, from the limit closest to running out:\nietf (draft-10 RateLimit-Policy and RateLimit, the choice when the flag stands alone),\nx-ratelimit (X-RateLimit-Limit/Remaining/Reset), all (both) or envoy (RateLimit-Limit/Remaining/Reset).\nWrite --response-headers=envoy; default off")
+	fs.Var(namesFlag{&o.HeaderNames}, "response-header-names", "comma-separated `field=name` pairs renaming response header fields, such as RateLimit-Limit=X-Limit\n(envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER)")
+	fs.BoolVar(&denyCache, "deny-cache", true, "with --redis, answer a key denied with nothing left from memory until its retry-after, without Redis.\n--deny-cache=false sends every decision to Redis")
+	fs.IntVar(&o.DenyCacheBytes, "deny-cache-bytes", resilient.DefaultCacheBytes, "most `bytes` the deny cache holds (envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES)")
 	fs.IntVar(&o.MaxDescriptors, "max-descriptors", rls.DefaultMaxDescriptors, "most descriptors in one request (at most 64)")
 	fs.IntVar(&o.MaxEntries, "max-entries", rls.DefaultMaxEntries, "most entries in one descriptor")
 	fs.IntVar(&o.MaxBytes, "max-descriptor-bytes", rls.DefaultMaxBytes, "most bytes of domain, keys and values in one request")
@@ -159,8 +231,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve runtime profiles under /debug/pprof/ on the HTTP address (keep it private; cmdline is not served,\nit would show secrets given on the command line)")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format`: text or json")
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	registerEnvoyStatsFlags(fs, &o)
 	fs.Usage = func() {} // the error is printed by Parse; --help below
 
+	if err := setEnvoyStatsEnv(fs, os.LookupEnv); err != nil {
+		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)
+		return 2
+	}
+	notes, err := fromEnvoyEnv(fs, os.LookupEnv, asRatelimit)
+	if err != nil {
+		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)
+		return 2
+	}
 	if err := fromEnv(fs, os.LookupEnv); err != nil {
 		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)
 		return 2
@@ -182,6 +264,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.NoDashboard = !dashboard
+	o.NoDenyCache = !denyCache
+	if err := applyCompat(fs, compat, &o); err != nil {
+		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)
+		return 2
+	}
 	var h slog.Handler
 	switch logFormat {
 	case "text":
@@ -193,6 +280,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Logger = slog.New(h)
+	for _, n := range notes {
+		o.Logger.Warn("envoyproxy/ratelimit setting not used", "setting", n.name, "instead", n.instead)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -71,6 +71,9 @@ func (s *Server) setupTLS() error {
 		if o.HTTPTLS == HTTPTLSMutual {
 			return fmt.Errorf("%w: HTTPTLS mtls without a certificate (TLSCertFile, TLSKeyFile)", ErrOptions)
 		}
+		if len(o.TLSClientSANs) > 0 {
+			return fmt.Errorf("%w: TLSClientSANs without a certificate (TLSCertFile, TLSKeyFile)", ErrOptions)
+		}
 		return nil
 	}
 	if o.TLSCertFile == "" || o.TLSKeyFile == "" {
@@ -78,6 +81,9 @@ func (s *Server) setupTLS() error {
 	}
 	if o.HTTPTLS > HTTPTLSMutual {
 		return fmt.Errorf("%w: unknown HTTPTLS %d", ErrOptions, o.HTTPTLS)
+	}
+	if len(o.TLSClientSANs) > 0 && o.TLSClientCAFile == "" {
+		return fmt.Errorf("%w: TLSClientSANs needs TLSClientCAFile to verify the clients' certificates", ErrOptions)
 	}
 	if o.HTTPTLS == HTTPTLSMutual && o.TLSClientCAFile == "" {
 		return fmt.Errorf("%w: HTTPTLS mtls needs TLSClientCAFile to verify the clients' certificates", ErrOptions)
@@ -91,13 +97,22 @@ func (s *Server) setupTLS() error {
 	return nil
 }
 
+// httpSANs returns the SAN allow-list of the HTTP address: that of gRPC
+// under HTTPTLSMutual, none otherwise.
+func httpSANs(o Options) []string {
+	if o.HTTPTLS == HTTPTLSMutual {
+		return o.TLSClientSANs
+	}
+	return nil
+}
+
 // grpcTLS returns ln serving TLS for gRPC, client certificates required
 // with a client CA, or ln itself without a certificate.
 func (s *Server) grpcTLS(ln net.Listener) (net.Listener, error) {
 	if s.tls == nil {
 		return ln, nil
 	}
-	cfg, err := s.tls.TLSConfig(tlsreload.Listener{ClientAuth: s.opts.TLSClientCAFile != "", NextProtos: grpcProtos})
+	cfg, err := s.tls.TLSConfig(tlsreload.Listener{ClientAuth: s.opts.TLSClientCAFile != "", ClientSANs: s.opts.TLSClientSANs, NextProtos: grpcProtos})
 	if err != nil {
 		return nil, fmt.Errorf("server: gRPC TLS: %w", err)
 	}
@@ -111,7 +126,7 @@ func (s *Server) httpTLS(ln net.Listener) (net.Listener, error) {
 	if s.tls == nil || s.opts.HTTPTLS == HTTPTLSOff {
 		return ln, nil
 	}
-	cfg, err := s.tls.TLSConfig(tlsreload.Listener{ClientAuth: s.opts.HTTPTLS == HTTPTLSMutual, NextProtos: httpProtos})
+	cfg, err := s.tls.TLSConfig(tlsreload.Listener{ClientAuth: s.opts.HTTPTLS == HTTPTLSMutual, ClientSANs: httpSANs(s.opts), NextProtos: httpProtos})
 	if err != nil {
 		return nil, fmt.Errorf("server: HTTP TLS: %w", err)
 	}

@@ -41,6 +41,10 @@ type Listener struct {
 	// ClientAuth requires of every client a certificate that chains to
 	// one of the CA certificates of Files.ClientCA (mutual TLS).
 	ClientAuth bool
+	// ClientSANs, when not empty, also requires that the client's
+	// certificate names one of them as a SAN: a DNS name, a URI (a SPIFFE
+	// ID), an IP address or an email address. It needs ClientAuth.
+	ClientSANs []string
 	// NextProtos are the application protocols offered by ALPN, in order
 	// of preference ("h2" for gRPC).
 	NextProtos []string
@@ -104,7 +108,10 @@ func (r *Reloader) TLSConfig(l Listener) (*tls.Config, error) {
 	if l.ClientAuth && r.files.ClientCA == "" {
 		return nil, fmt.Errorf("%w: client certificates asked for without a CA file to verify them", ErrFile)
 	}
-	lc := &listenerConfig{l: Listener{ClientAuth: l.ClientAuth, NextProtos: slices.Clone(l.NextProtos)}}
+	if len(l.ClientSANs) > 0 && !l.ClientAuth {
+		return nil, fmt.Errorf("%w: a client SAN allow-list without client certificates", ErrFile)
+	}
+	lc := &listenerConfig{l: Listener{ClientAuth: l.ClientAuth, ClientSANs: slices.Clone(l.ClientSANs), NextProtos: slices.Clone(l.NextProtos)}}
 	r.mu.Lock()
 	lc.cur.Store(lc.l.build(r.id))
 	r.configs = append(r.configs, lc)
@@ -129,7 +136,32 @@ func (l Listener) build(id *identity) *tls.Config {
 		c.ClientAuth = tls.RequireAndVerifyClientCert
 		c.ClientCAs = id.clientCAs
 	}
+	if len(l.ClientSANs) > 0 {
+		c.VerifyConnection = l.verifySAN
+	}
 	return c
+}
+
+// verifySAN refuses a client certificate that names none of l.ClientSANs.
+// It runs after the chain is verified.
+func (l Listener) verifySAN(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return ErrClientSAN
+	}
+	c := cs.PeerCertificates[0]
+	names := slices.Concat(c.DNSNames, c.EmailAddresses)
+	for _, u := range c.URIs {
+		names = append(names, u.String())
+	}
+	for _, ip := range c.IPAddresses {
+		names = append(names, ip.String())
+	}
+	for _, n := range names {
+		if slices.Contains(l.ClientSANs, n) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the certificate names %q", ErrClientSAN, names)
 }
 
 // Reload loads the files again and, if they load, makes them what every

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,6 +76,8 @@ type Template struct {
 	// localhost and 127.0.0.1).
 	DNSNames []string
 	IPs      []net.IP
+	// URIs are URI SANs (a SPIFFE ID, say); none by default.
+	URIs []string
 	// NotBefore and NotAfter bound its validity (default from an hour ago
 	// to a day from now).
 	NotBefore, NotAfter time.Time
@@ -107,6 +110,13 @@ func (ca *CA) Issue(t testing.TB, tmpl Template) *Leaf {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     tmpl.DNSNames,
 		IPAddresses:  tmpl.IPs,
+	}
+	for _, raw := range tmpl.URIs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.URIs = append(c.URIs, u)
 	}
 	if tmpl.Client {
 		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
