@@ -167,7 +167,7 @@ type Options struct {
 	// overrides no rule matches.
 	DefaultAlgorithm redlimit.Algorithm
 	// DenyCacheBytes bounds the bytes of the in-process cache of denials
-	// (resilient.Options.CacheBytes); NoDenyCache turns that cache off, so
+	// (resilient.DenyCacheOptions.Bytes); NoDenyCache turns that cache off, so
 	// that every decision reaches Redis. Both apply with Redis only.
 	DenyCacheBytes int
 	NoDenyCache    bool
@@ -604,9 +604,9 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.opts.NoDenyCache {
 		deny = -1
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
-		DenyCacheSize: deny, CacheBytes: s.opts.DenyCacheBytes,
-		Observer: resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
+	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: resilient.FallbackOptions{Limiter: mem},
+		DenyCache: resilient.DenyCacheOptions{Size: deny, Bytes: s.opts.DenyCacheBytes},
+		Observer:  resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	collector.Watch(s.resilient)
