@@ -13,6 +13,7 @@ import (
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 // A middleware with one rule, 2 requests a minute per client IP, in front of
@@ -111,7 +112,7 @@ func ExampleRule_shadow() {
 			return a
 		},
 	}))
-	limits, err := httplimit.New(store, httplimit.Options{Headers: httplimit.XHeaders, Logger: logger},
+	limits, err := httplimit.New(store, httplimit.Options{Headers: ratelimitfield.X, Logger: logger},
 		httplimit.Rule{Name: "strict", Limit: redlimit.PerMinute(1).SlidingLog(), Key: httplimit.RemoteIP, Shadow: true})
 	if err != nil {
 		panic(err)
