@@ -8,6 +8,12 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
+// Script returns the Lua source of the decision script.
+func Script() string { return batchSource }
+
+// ParseURL is clientOption, which Open calls.
+var ParseURL = clientOption
+
 // LuaFile returns the source of lua/<name>.lua.
 func LuaFile(name string) string { return joinScript(name) }
 

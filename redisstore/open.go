@@ -35,7 +35,7 @@ var ErrConnect = errors.New("redisstore: cannot use Redis")
 // sets the connect timeout; write_timeout how long a connection (to Redis
 // or to a sentinel) may leave a PING unanswered before it is closed.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
-	copt, err := ParseURL(rawURL)
+	copt, err := clientOption(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +61,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// ParseURL turns a connection URL, as [Open] takes it, into rueidis options,
-// for callers who build the client themselves. Its errors never hold the
-// password (see [Redacted]).
-func ParseURL(rawURL string) (rueidis.ClientOption, error) {
+// clientOption turns a connection URL, as [Open] takes it, into rueidis
+// options. Its errors never hold the password (see [Redacted]).
+func clientOption(rawURL string) (rueidis.ClientOption, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
 		return rueidis.ClientOption{}, err
