@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clientip"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/resilient"
 )
@@ -22,7 +23,7 @@ func Example_production() {
 	defer lim.Close()
 
 	// Behind a proxy, list its networks in TrustedProxies.
-	ip, err := httplimit.IPKey(httplimit.ClientIP{})
+	ip, err := httplimit.IPKey(clientip.Resolver{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -51,10 +51,8 @@ type Grant struct {
 	spent atomic.Bool
 }
 
-// Spend marks g as refunded and reports whether it was not already. A
-// [Refunder] calls it first in Refund, and gives back nothing when it
-// reports false.
-func (g *Grant) Spend() bool { return g.spent.CompareAndSwap(false, true) }
+// spend marks g as refunded and reports whether it was not already.
+func (g *Grant) spend() bool { return g.spent.CompareAndSwap(false, true) }
 
 // ValidateRefund checks that back fits g, as [Refunder.Refund] requires,
 // and spends g. Errors wrap [ErrInvalidCost] or [ErrRefunded].
@@ -74,7 +72,7 @@ func ValidateRefund(g *Grant, back []int64) error {
 			return fmt.Errorf("request %d: %w: a debit is never given back", i, ErrInvalidCost)
 		}
 	}
-	if !g.Spend() {
+	if !g.spend() {
 		return ErrRefunded
 	}
 	return nil

@@ -8,7 +8,7 @@
 // It serves HTTP and gRPC alike: [Resolver.Key] reads an [http.Request],
 // and [Resolver.KeyOf] takes a peer address and the forwarding header's
 // field lines from any transport (grpclimit passes a gRPC peer and its
-// metadata). httplimit.ClientIP is [Resolver].
+// metadata).
 package clientip
 
 import (

@@ -20,17 +20,6 @@ import (
 	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
-// Metadata keys of the rate-limit fields: those of package ratelimitfield,
-// lower-case.
-const (
-	MDRateLimitPolicy     = "ratelimit-policy"
-	MDRateLimit           = "ratelimit"
-	MDXRateLimitLimit     = "x-ratelimit-limit"
-	MDXRateLimitRemaining = "x-ratelimit-remaining"
-	MDXRateLimitReset     = "x-ratelimit-reset"
-	MDRetryAfter          = "retry-after"
-)
-
 // retryDelayResolution is what RetryInfo delays are rounded up to.
 const retryDelayResolution = time.Millisecond
 
@@ -159,7 +148,7 @@ func (in *Interceptor) check(ctx context.Context, method string, req any) (metad
 		return md, nil
 	}
 	if ra, ok := ratelimitfield.RetryAfterValue(v.RetryAfter); ok {
-		md.Set(MDRetryAfter, ra)
+		md.Set(ratelimitfield.HeaderRetryAfter, ra) // lower-cased by Set
 	}
 	st := denialStatus(&v)
 	in.logger().LogAttrs(ctx, slog.LevelDebug, "grpclimit: denied", slog.String("method", method), slog.String("status", st.Message()))

@@ -24,7 +24,7 @@ import (
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // PeerIP returns a KeyFunc that keys calls by the network of the client, as
-// c finds it (see [clientip.Resolver], which is httplimit.ClientIP): the
+// c finds it (see [clientip.Resolver]): the
 // peer's address, or, when the peer is a trusted proxy, the right-most
 // untrusted address of the c.ProxyHeader metadata ("x-forwarded-for" or
 // "forwarded"). IPv6 clients are grouped by /64 by default. It reports an

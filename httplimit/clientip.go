@@ -6,29 +6,14 @@ import (
 	"github.com/redlimit/redlimit/clientip"
 )
 
-// ClientIP finds the network of the client that sent a request, without
-// letting the client choose it: the remote address, or behind trusted
-// proxies the right-most address of the forwarding header that no trusted
-// proxy wrote. It is [clientip.Resolver], which grpclimit shares; its Key
-// method is a [KeyFunc].
-type ClientIP = clientip.Resolver
-
-// ProxyHeader names the header in which trusted proxies record the
-// addresses a request came from: [XForwardedFor] or [Forwarded].
-type ProxyHeader = clientip.ProxyHeader
-
-// The forwarding headers a [ClientIP] reads.
-const (
-	XForwardedFor = clientip.XForwardedFor
-	Forwarded     = clientip.Forwarded
-)
-
 // RemoteIP keys requests by the network of their remote address, trusting
-// no forwarding header: [ClientIP]{}.Key.
-var RemoteIP KeyFunc = ClientIP{}.Key
+// no forwarding header: [clientip.Resolver]{}.Key.
+var RemoteIP KeyFunc = clientip.Resolver{}.Key
 
 // IPKey returns c.Key after checking c with [clientip.Resolver.Validate].
-func IPKey(c ClientIP) (KeyFunc, error) {
+// The resolver finds the client's network without letting the client
+// choose it (see package clientip).
+func IPKey(c clientip.Resolver) (KeyFunc, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

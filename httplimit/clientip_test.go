@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clientip"
 	"github.com/redlimit/redlimit/httplimit"
 )
 
@@ -21,7 +22,7 @@ func prefixes(s ...string) []netip.Prefix {
 
 func TestClientIPErrors(t *testing.T) {
 	t.Parallel()
-	for _, c := range []httplimit.ClientIP{
+	for _, c := range []clientip.Resolver{
 		{TrustedProxies: []netip.Prefix{{}}},
 		{IPv4PrefixLen: 33},
 		{IPv4PrefixLen: -1},
@@ -38,9 +39,9 @@ func TestClientIPErrors(t *testing.T) {
 	if _, err := httplimit.RemoteIP(r); err == nil {
 		t.Error("RemoteIP of a Unix socket peer: no error")
 	}
-	// So is an unvalidated ClientIP with a bad prefix length.
+	// So is an unvalidated Resolver with a bad prefix length.
 	r.RemoteAddr = "192.0.2.1:1"
-	if _, err := (httplimit.ClientIP{IPv4PrefixLen: 40}).Key(r); err == nil {
+	if _, err := (clientip.Resolver{IPv4PrefixLen: 40}).Key(r); err == nil {
 		t.Error("Key with IPv4PrefixLen 40: no error")
 	}
 }
@@ -54,15 +55,15 @@ func TestForgedForwardedFor(t *testing.T) {
 	for _, st := range testStores(t, fixedNow()) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			untrusted, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: prefixes("10.0.0.0/8")})
+			untrusted, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: prefixes("10.0.0.0/8")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			trusted, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: prefixes("127.0.0.0/8", "::1/128")})
+			trusted, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: prefixes("127.0.0.0/8", "::1/128")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			forwarded, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: prefixes("127.0.0.0/8", "::1/128"), ProxyHeader: httplimit.Forwarded})
+			forwarded, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: prefixes("127.0.0.0/8", "::1/128"), ProxyHeader: clientip.Forwarded})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +138,7 @@ func TestForgedForwardedFor(t *testing.T) {
 func TestIPKeyCopiesProxies(t *testing.T) {
 	t.Parallel()
 	ps := prefixes("10.0.0.0/8")
-	kf, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: ps})
+	kf, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: ps})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@
 // works with any router built on [http.Handler] (the Go 1.22 mux, chi,
 // gorilla), the standard rate-limit header fields, and problem responses.
 //
-//	ip, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: proxies})
+//	ip, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: proxies})
 //	...
 //	limits, err := httplimit.New(store, httplimit.Options{},
 //		httplimit.Rule{Name: "ip", Limit: redlimit.PerSecond(10), Key: ip},
@@ -15,7 +15,7 @@
 //
 // A [Middleware] holds one or more [Rule]s, each a named [redlimit.Limit]
 // with a [KeyFunc] that says whose allowance a request draws on. The key
-// functions provided are [ClientIP] (by client network, see below),
+// functions provided are [IPKey] (by client network, see below),
 // [Header] (an API key), [User] (the authenticated user that [WithUser] put
 // in the request's context), [Route] and [MuxRoute] (the mux pattern), and
 // [Static] (one allowance for all). [Compose] combines several into one key,
@@ -61,7 +61,7 @@
 //
 // # Client IP
 //
-// [ClientIP] (package clientip's Resolver, which grpclimit shares) takes the
+// [clientip.Resolver], which grpclimit shares, takes the
 // client's address from the connection (RemoteAddr) only, unless the
 // connection comes from a trusted proxy network (TrustedProxies). Then it
 // reads X-Forwarded-For, or Forwarded (RFC 7239) if so configured, from

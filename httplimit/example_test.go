@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clientip"
 	"github.com/redlimit/redlimit/httplimit"
 	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
 // A middleware with one rule, 2 requests a minute per client IP, in front of
@@ -60,16 +62,19 @@ func Example() {
 // Behind a reverse proxy, the client is the right-most address of
 // X-Forwarded-For that is not a trusted proxy: whatever the client wrote
 // itself, further left, does not count.
-func ExampleClientIP() {
-	c := httplimit.ClientIP{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+func ExampleIPKey() {
+	key, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+	if err != nil {
+		panic(err)
+	}
 
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "10.0.0.2:51000" // the proxy
 	r.Header.Set("X-Forwarded-For", "6.6.6.6, 198.51.100.7, 10.0.0.1")
-	fmt.Println(c.Key(r))
+	fmt.Println(key(r))
 
 	r.RemoteAddr = "[2001:db8:aa:bb::1]:51000" // no proxy: IPv6 by /64
-	fmt.Println(c.Key(r))
+	fmt.Println(key(r))
 	// Output:
 	// 198.51.100.7 <nil>
 	// 2001:db8:aa:bb::/64 <nil>
@@ -111,7 +116,7 @@ func ExampleRule_shadow() {
 			return a
 		},
 	}))
-	limits, err := httplimit.New(store, httplimit.Options{Headers: httplimit.XHeaders, Logger: logger},
+	limits, err := httplimit.New(store, httplimit.Options{Headers: ratelimitfield.X, Logger: logger},
 		httplimit.Rule{Name: "strict", Limit: redlimit.PerMinute(1).SlidingLog(), Key: httplimit.RemoteIP, Shadow: true})
 	if err != nil {
 		panic(err)

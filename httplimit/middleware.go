@@ -15,8 +15,10 @@ import (
 // on errors, fail open, and slog.Default for logs.
 type Options struct {
 	// Headers selects the rate-limit header fields set on every response
-	// that at least one rule applied to. The zero value is AllHeaders.
-	Headers Headers
+	// that at least one rule applied to. The zero value is
+	// [ratelimitfield.All]. Retry-After is set on every denial that can be
+	// retried, whatever the selection.
+	Headers ratelimitfield.Style
 
 	// OnDenied writes the response to a denied request. The middleware has
 	// already set the rate-limit fields and Retry-After. nil means
@@ -135,7 +137,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	d := denial(&v)
 	if ra, ok := ratelimitfield.RetryAfterValue(d.RetryAfter); ok {
-		h.Set(HeaderRetryAfter, ra)
+		h.Set(ratelimitfield.HeaderRetryAfter, ra)
 	}
 	m.logger().LogAttrs(ctx, slog.LevelDebug, "httplimit: denied", requestAttrs(r,
 		slog.String("rule", d.Rule), slog.Duration("retry_after", d.RetryAfter))...)

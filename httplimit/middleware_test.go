@@ -30,16 +30,16 @@ func parseHeaders(t *testing.T, h http.Header) rateLimitHeaders {
 	t.Helper()
 	var out rateLimitHeaders
 	var err error
-	if out.policies, err = ratelimitfield.ParseRateLimitPolicy(h.Values(httplimit.HeaderRateLimitPolicy)); err != nil {
-		t.Fatalf("RateLimit-Policy %q: %v", h.Values(httplimit.HeaderRateLimitPolicy), err)
+	if out.policies, err = ratelimitfield.ParseRateLimitPolicy(h.Values(ratelimitfield.HeaderRateLimitPolicy)); err != nil {
+		t.Fatalf("RateLimit-Policy %q: %v", h.Values(ratelimitfield.HeaderRateLimitPolicy), err)
 	}
-	if out.limits, err = ratelimitfield.ParseRateLimit(h.Values(httplimit.HeaderRateLimit)); err != nil {
-		t.Fatalf("RateLimit %q: %v", h.Values(httplimit.HeaderRateLimit), err)
+	if out.limits, err = ratelimitfield.ParseRateLimit(h.Values(ratelimitfield.HeaderRateLimit)); err != nil {
+		t.Fatalf("RateLimit %q: %v", h.Values(ratelimitfield.HeaderRateLimit), err)
 	}
 	for name, p := range map[string]*int64{
-		httplimit.HeaderXRateLimitLimit:     &out.xLimit,
-		httplimit.HeaderXRateLimitRemaining: &out.xRemain,
-		httplimit.HeaderXRateLimitReset:     &out.xReset,
+		ratelimitfield.HeaderXRateLimitLimit:     &out.xLimit,
+		ratelimitfield.HeaderXRateLimitRemaining: &out.xRemain,
+		ratelimitfield.HeaderXRateLimitReset:     &out.xReset,
 	} {
 		if *p, err = strconv.ParseInt(h.Get(name), 10, 64); err != nil {
 			t.Fatalf("%s %q: %v", name, h.Get(name), err)
@@ -143,13 +143,13 @@ func TestHeaderSelection(t *testing.T) {
 	}
 	t.Cleanup(func() { lim.Close() })
 	tests := []struct {
-		headers     httplimit.Headers
+		headers     ratelimitfield.Style
 		draft, xhdr bool
 	}{
-		{httplimit.AllHeaders, true, true},
-		{httplimit.DraftHeaders, true, false},
-		{httplimit.XHeaders, false, true},
-		{httplimit.NoHeaders, false, false},
+		{ratelimitfield.All, true, true},
+		{ratelimitfield.Draft, true, false},
+		{ratelimitfield.X, false, true},
+		{ratelimitfield.None, false, false},
 	}
 	for i, tt := range tests {
 		m := mustNew(t, lim, httplimit.Options{Headers: tt.headers},

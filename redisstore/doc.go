@@ -31,9 +31,9 @@
 // Reset, a refund or a debit counted once; a lone call is a batch of one.
 // wire.go encodes the entries and reads the reply, in the order the script
 // reads them. Each algorithm's arithmetic is written once, in its file, as
-// functions every entry calls; [Script] returns the script, to read or to
-// try with redis-cli. A lone decision of one limit takes a branch of the
-// script that makes only its algorithm's functions, with the same answers.
+// functions every entry calls. A lone decision of one limit takes a branch
+// of the script that makes only its algorithm's functions, with the same
+// answers.
 // The arithmetic follows the memory store's operation for operation, so
 // the stores agree.
 //

@@ -8,6 +8,9 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
+// Script returns the Lua source of the decision script.
+func Script() string { return batchSource }
+
 // LuaFile returns the source of lua/<name>.lua.
 func LuaFile(name string) string { return joinScript(name) }
 

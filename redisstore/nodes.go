@@ -14,19 +14,19 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// MinRegistryInterval is the least [RegistryOptions] Interval and TTL.
-const MinRegistryInterval = time.Millisecond
+// minRegistryInterval is the least [RegistryOptions] Interval and TTL.
+const minRegistryInterval = time.Millisecond
 
 // RegistryOptions configures [Store.Register]. The zero value is the default.
 type RegistryOptions struct {
 	// ID names this node; default a random 16-hex-digit id.
 	ID string
 	// Interval is the time between heartbeats; default 1s, at least
-	// [MinRegistryInterval].
+	// a millisecond.
 	Interval time.Duration
 	// TTL is how long a node counts as live after its last heartbeat;
 	// default 3 intervals. It must be longer than Interval (and so at
-	// least [MinRegistryInterval]), or a heartbeat a little late would let
+	// least a millisecond), or a heartbeat a little late would let
 	// the node's entry expire.
 	TTL time.Duration
 	// Logger receives heartbeat failures; default slog.Default().
@@ -84,8 +84,8 @@ func (s *Store) Register(ctx context.Context, opts RegistryOptions) (*Registry, 
 	if opts.Interval == 0 {
 		opts.Interval = time.Second
 	}
-	if opts.Interval < MinRegistryInterval {
-		return nil, fmt.Errorf("redisstore: registry Interval %s is shorter than %s", opts.Interval, MinRegistryInterval)
+	if opts.Interval < minRegistryInterval {
+		return nil, fmt.Errorf("redisstore: registry Interval %s is shorter than %s", opts.Interval, minRegistryInterval)
 	}
 	if opts.TTL == 0 {
 		opts.TTL = 3 * opts.Interval

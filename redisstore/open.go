@@ -62,8 +62,8 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 }
 
 // ParseURL turns a connection URL, as [Open] takes it, into rueidis options,
-// for callers who build the client themselves. Its errors never hold the
-// password (see [Redacted]).
+// for callers who build the client themselves, or check a URL. Its errors
+// never hold the password (see [Redacted]).
 func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {

@@ -89,8 +89,3 @@ func joinScript(names ...string) string {
 	}
 	return b.String()
 }
-
-// Script returns the Lua source of the decision script, which every call
-// of the Store runs (see lua/batch.lua), for reading or for trying with
-// redis-cli.
-func Script() string { return batchSource }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/clientip"
 	"github.com/redlimit/redlimit/httplimit"
 )
 
@@ -40,7 +41,7 @@ var demoKeys = map[string]string{"alice-key": "alice", "bob-key": "bob"}
 
 // newHandler returns the API, rate limited by lim.
 func newHandler(lim redlimit.Limiter, cfg config) (http.Handler, error) {
-	ip, err := httplimit.IPKey(httplimit.ClientIP{TrustedProxies: cfg.trusted})
+	ip, err := httplimit.IPKey(clientip.Resolver{TrustedProxies: cfg.trusted})
 	if err != nil {
 		return nil, err
 	}
