@@ -61,7 +61,7 @@ type wireLimit struct {
 
 // wire is one call of the batch script being built.
 type wire struct {
-	now    int64 // µs: names a calendar limit's window (windowValue)
+	now    int64  // µs: names a calendar limit's window (windowValue)
 	ents   []byte // three bytes per entry
 	limits []wireLimit
 	keys   []string
