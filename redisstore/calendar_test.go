@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,5 +151,62 @@ func checkCalendarStep(t *testing.T, i int, st calendarStep, res redlimit.Result
 		t.Fatalf("step %d at %s: allowed %v remaining %d retry at %s reset at %s; want %v %d %s %s",
 			i, st.at, res.Allowed, res.Remaining, instant(res.RetryAfter), instant(res.ResetAfter),
 			st.allowed, st.remaining, st.retryAt, st.resetAt)
+	}
+}
+
+// TestCalendarConcurrentExact: several stores, each with many goroutines,
+// on one calendar key at Redis's own clock, never admit above the limit.
+func TestCalendarConcurrentExact(t *testing.T) {
+	const (
+		limit      = 100
+		perStore   = 16
+		eachAsking = 20
+	)
+	l := redlimit.PerCalendar(limit, redlimit.Year, "Europe/Berlin")
+	p := prefix(t)
+	var stores []*redisstore.Store
+	for _, d := range []deployment{deployments[0], deployments[1], deployments[0], deployments[1]} {
+		stores = append(stores, d.store(t, redisstore.WithPrefix(p)))
+	}
+	ctx := context.Background()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(stores)*perStore)
+	for _, s := range stores {
+		for g := range perStore {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range eachAsking {
+					cost := int64(1 + (g+i)%3)
+					res, err := s.AllowN(ctx, "hot", l, cost)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if res.Allowed {
+						admitted.Add(cost)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The goroutines ask far more than the limit: never above it, and what
+	// was not admitted is what remains.
+	res, err := stores[0].Peek(ctx, "hot", l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := admitted.Load(); got > limit || got+res.Remaining != limit {
+		t.Fatalf("admitted %d in one calendar year with %d remaining, limit %d", got, res.Remaining, limit)
+	}
+	_, end := l.Calendar.Window(time.Now())
+	if d := time.Until(end) - res.RetryAfter; d < -time.Minute || d > time.Minute {
+		t.Fatalf("RetryAfter %s, want the time to the year's end in Berlin, %s", res.RetryAfter, time.Until(end))
 	}
 }
