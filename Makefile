@@ -10,15 +10,19 @@ GO ?= go
 PKGS = ./... ./service/... ./prometheus/...
 
 .DEFAULT_GOAL := test
-.PHONY: test ensure-redis ensure-chromium vet fmt bench run reliability fuzz fuzz-model image image-test helm-test
+.PHONY: test ensure-redis ensure-statsd ensure-chromium vet fmt bench run reliability fuzz fuzz-model image image-test helm-test
 
-## test: vet and run every test of the modules with the race detector (needs redis-server and Chromium; installs them as root).
-test: ensure-redis ensure-chromium vet
+## test: vet and run every test of the modules with the race detector (needs redis-server, npm's statsd and Chromium; installs them as root).
+test: ensure-redis ensure-statsd ensure-chromium vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 ## ensure-redis: make sure redis-server and redis-cli are on PATH.
 ensure-redis:
 	bash scripts/ensure-redis.sh
+
+## ensure-statsd: install npm's statsd daemon (outside the repository) for the statsd tests.
+ensure-statsd:
+	bash scripts/ensure-statsd.sh
 
 ## ensure-chromium: make sure /usr/bin/chromium runs, for the dashboard's browser test.
 ensure-chromium:

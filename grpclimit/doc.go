@@ -18,6 +18,18 @@
 // [Metadata] (such as an API key), [User], [Method] (the full method name)
 // and [Static], combined with [Compose], [Or] and [Hashed].
 //
+// # Limits and costs per call
+//
+// A rule's LimitFunc chooses the limit of each call, such as the limit of
+// its tenant's plan, and its CostFunc the cost, such as the size of the
+// request message or the tokens it will use. Both read the call's context,
+// its full method name and its request message (nil for a stream, which is
+// decided when it opens). A function that fails, a limit that is not valid
+// or a cost outside 1..[redlimit.MaxCost] refuse that call alone with
+// codes.InvalidArgument, and consume nothing. A cost above the call's limit
+// is denied with no RetryInfo: it never passes. Route rules are
+// httplimit's; here a key or limit function reads the method.
+//
 // # Denials
 //
 // A denied call fails with codes.ResourceExhausted before its handler runs,

@@ -89,7 +89,7 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Interceptor, error
 // codes.ResourceExhausted and a RetryInfo detail before the handler runs.
 func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := in.check(ctx, info.FullMethod)
+		md, err := in.check(ctx, info.FullMethod, req)
 		if len(md) > 0 {
 			grpc.SetHeader(ctx, md) // fails only if headers were sent, which they cannot have been
 		}
@@ -106,7 +106,7 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 // stream are not counted.
 func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := in.check(ss.Context(), info.FullMethod)
+		md, err := in.check(ss.Context(), info.FullMethod, nil)
 		if len(md) > 0 {
 			ss.SetHeader(md)
 		}
@@ -126,13 +126,13 @@ func (in *Interceptor) logger() *slog.Logger {
 
 // check decides a call and returns the metadata to send, and the status
 // error that refuses it, if it is refused.
-func (in *Interceptor) check(ctx context.Context, method string) (metadata.MD, error) {
-	applied, bad, err := in.rules.Apply(call{ctx, method}, func(r *ruleset.Rule[call], err error) {
-		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed for a shadow rule", slog.String("method", method), slog.String("rule", r.Name), slog.Any("err", err))
+func (in *Interceptor) check(ctx context.Context, method string, req any) (metadata.MD, error) {
+	applied, bad, err := in.rules.Apply(call{ctx: ctx, method: method, req: req}, "", func(r *ruleset.Rule[call], err error) {
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not decided by a shadow rule: bad key, limit or cost", slog.String("method", method), slog.String("rule", r.Name), slog.Any("err", err))
 	})
 	if err != nil {
-		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not keyed", slog.String("method", method), slog.String("rule", bad.Name), slog.Any("err", err))
-		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call cannot be keyed for rate limit %q", bad.Name)
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not decided: bad key, limit or cost", slog.String("method", method), slog.String("rule", bad.Name), slog.Any("err", err))
+		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call gives rate limit %q no key, limit or cost it can use", bad.Name)
 	}
 	if len(applied) == 0 {
 		return nil, nil
@@ -176,12 +176,12 @@ func denialStatus(v *ruleset.Verdict[call]) *status.Status {
 		r := v.Applied[i].Rule
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     r.Name,
-			Description: fmt.Sprintf("rate limit %q (%s) exceeded", r.Name, r.Limit),
+			Description: fmt.Sprintf("rate limit %q (%s) exceeded", r.Name, v.Applied[i].Limit),
 		})
 	}
 	name, limit := "", redlimit.Limit{}
 	if worst >= 0 {
-		name, limit = v.Applied[worst].Rule.Name, v.Applied[worst].Rule.Limit
+		name, limit = v.Applied[worst].Rule.Name, v.Applied[worst].Limit
 	}
 	var st *status.Status
 	details := []protoadapt.MessageV1{qf}

@@ -124,6 +124,7 @@ func Hashed(key KeyFunc) KeyFunc { return fromCall(ruleset.Hashed(key.ofCall()))
 type call struct {
 	ctx    context.Context
 	method string // the full method name
+	req    any    // the request message of a unary call; nil for a stream
 }
 
 // ofCall returns k as a key function of a call; nil for nil.
@@ -145,5 +146,5 @@ func ofCalls(keys []KeyFunc) []func(call) (string, error) {
 
 // fromCall returns the KeyFunc of a key function of a call.
 func fromCall(f func(call) (string, error)) KeyFunc {
-	return func(ctx context.Context, method string) (string, error) { return f(call{ctx, method}) }
+	return func(ctx context.Context, method string) (string, error) { return f(call{ctx: ctx, method: method}) }
 }

@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"context"
 	"errors"
 
 	"github.com/redlimit/redlimit"
@@ -27,13 +28,28 @@ type Rule struct {
 	// digits, '.', '_' and '-'; unique in an interceptor. The limiter key
 	// of a call is Name, ':' and the key from Key.
 	Name string
-	// Limit is how much the key may do.
+	// Limit is how much the key may do. Leave it zero when LimitFunc is
+	// set.
 	Limit redlimit.Limit
+	// LimitFunc, if not nil, chooses the limit of each call, such as the
+	// limit of its tenant's plan. req is the request message of a unary
+	// call, nil for a stream. An error or an invalid limit refuses the
+	// call with codes.InvalidArgument; an error wrapping [ErrNoKey] skips
+	// the rule. It must be safe for concurrent use.
+	LimitFunc func(ctx context.Context, fullMethod string, req any) (redlimit.Limit, error)
 	// Key returns the key a call counts under; see [KeyFunc].
 	Key KeyFunc
-	// Cost is what one call (or one stream) costs, 1..Limit.Max(); 0
-	// means 1.
+	// Cost is what one call (or one stream) costs; 0 means 1. It must not
+	// exceed Limit.Max(), or, with LimitFunc, [redlimit.MaxCost]. Leave it
+	// zero when CostFunc is set.
 	Cost int64
+	// CostFunc, if not nil, chooses the cost of each call, such as the
+	// size of its request or the tokens it will use; req is as for
+	// LimitFunc. An error or a cost outside 1..[redlimit.MaxCost] refuses
+	// the call with codes.InvalidArgument; an error wrapping [ErrNoKey]
+	// skips the rule. A cost above the limit's Max is denied, and never
+	// passes. It must be safe for concurrent use.
+	CostFunc func(ctx context.Context, fullMethod string, req any) (int64, error)
 	// Shadow runs the rule as a dry run: it decides, counts and logs what
 	// it would deny, but never denies and sends no metadata. It counts the
 	// calls as if it alone were added to the enforced rules, as in
@@ -55,6 +71,12 @@ func newRuleSet(rules []Rule) (*ruleset.Set[call], error) {
 	rs := make([]ruleset.Rule[call], len(rules))
 	for i, r := range rules {
 		rs[i] = ruleset.Rule[call]{Name: r.Name, Limit: r.Limit, Key: r.Key.ofCall(), Cost: r.Cost, Shadow: r.Shadow}
+		if f := r.LimitFunc; f != nil {
+			rs[i].LimitFunc = func(c call) (redlimit.Limit, error) { return f(c.ctx, c.method, c.req) }
+		}
+		if f := r.CostFunc; f != nil {
+			rs[i].CostFunc = func(c call) (int64, error) { return f(c.ctx, c.method, c.req) }
+		}
 	}
 	return ruleset.New(kind, rs)
 }

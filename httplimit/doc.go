@@ -30,10 +30,34 @@
 // logged and the rule skipped, as a shadow rule never refuses a request.
 //
 // The store key of a request is the rule's name, ':' and the key, so rules
-// never share state unless they share a name. Limits for a single route go
-// on a middleware around that route's handler, or on the shared middleware
-// with a key function that returns [ErrNoKey] for other routes, which keeps
-// one decision per request.
+// never share state unless they share a name. Limits for a single route
+// are rules with a Pattern (see "Routes"), which keeps one decision per
+// request.
+//
+// # Limits and costs per request
+//
+// A rule's LimitFunc chooses the limit of each request, such as the limit
+// of its tenant's plan (free 100 a minute, pro 10,000); its CostFunc
+// chooses the cost, such as the request's size or the tokens it will use.
+// The RateLimit fields show the limit each request was held to. A function
+// that fails, a limit that is not valid or a cost outside
+// 1..[redlimit.MaxCost] refuse that request alone, through OnError (by
+// default 400, see [KeyError]), and consume nothing; an error wrapping
+// [ErrNoKey] skips the rule. A cost above the request's limit is denied,
+// without Retry-After: it never passes.
+//
+// # Routes
+//
+// A rule with a Pattern, such as "POST /v1/chat/{id}", applies only to the
+// requests of that route; rules without one apply to every request. The
+// patterns are those of [http.ServeMux], and so is their precedence: the
+// middleware holds its rules' patterns in a ServeMux of its own, and a
+// request matches the one pattern that mux routes it to, the most specific
+// (a host before none, "GET /items/{id}" before "/items/"). A request the
+// mux would redirect or answer 404 or 405 matches none. Rules on one route
+// use the same pattern string; New refuses malformed and conflicting
+// patterns. The mux sees the request as the middleware does, so wrap the
+// whole mux, not a handler behind http.StripPrefix.
 //
 // # Client IP
 //

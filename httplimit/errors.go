@@ -20,17 +20,18 @@ var (
 	ErrInvalidRule = errors.New("httplimit: invalid rule")
 )
 
-// A KeyError reports that the key function of a rule failed for a request
-// with an error other than [ErrNoKey]. [Options].OnError receives it.
+// A KeyError reports that a rule's key, limit or cost function failed for a
+// request with an error other than [ErrNoKey], or chose a bad limit or cost.
+// [Options].OnError receives it.
 type KeyError struct {
 	Rule string // the rule's name
-	Err  error  // what its KeyFunc returned
+	Err  error  // what failed
 }
 
 // Error returns a message naming the rule.
 func (e *KeyError) Error() string {
-	return fmt.Sprintf("httplimit: key of rule %q: %v", e.Rule, e.Err)
+	return fmt.Sprintf("httplimit: rule %q: %v", e.Rule, e.Err)
 }
 
-// Unwrap returns the key function's error.
+// Unwrap returns the error of the rule's function.
 func (e *KeyError) Unwrap() error { return e.Err }

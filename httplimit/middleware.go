@@ -24,7 +24,7 @@ type Options struct {
 	OnDenied func(w http.ResponseWriter, r *http.Request, d Denial)
 
 	// OnError writes the response when the request cannot be decided: a
-	// rule's key function failed (err is a *[KeyError]), the limiter
+	// rule's key, limit or cost function failed (err is a *[KeyError]), the limiter
 	// failed and FailClosed is set, or the request's context ended before
 	// the limiter decided. nil means [WriteError].
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
@@ -48,9 +48,10 @@ type Options struct {
 // Middleware rate limits the requests of the handlers it wraps. Make one
 // with [New]; it is safe for concurrent use.
 type Middleware struct {
-	lim   redlimit.Limiter
-	opts  Options
-	rules *ruleset.Set[*http.Request]
+	lim    redlimit.Limiter
+	opts   Options
+	rules  *ruleset.Set[*http.Request]
+	routes routes
 }
 
 // New returns a middleware that decides every request against rules with
@@ -68,7 +69,11 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{lim: lim, opts: opts, rules: rs}, nil
+	rt, err := newRoutes(rules)
+	if err != nil {
+		return nil, err
+	}
+	return &Middleware{lim: lim, opts: opts, rules: rs, routes: rt}, nil
 }
 
 // Handle returns next wrapped by the middleware. Requests that every enforced
@@ -87,12 +92,12 @@ func (m *Middleware) logger() *slog.Logger {
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	ctx := r.Context()
-	applied, bad, err := m.rules.Apply(r, func(rule *ruleset.Rule[*http.Request], err error) {
-		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed for a shadow rule", requestAttrs(r, slog.Any("err", &KeyError{Rule: rule.Name, Err: err}))...)
+	applied, bad, err := m.rules.Apply(r, m.routes.match(r), func(rule *ruleset.Rule[*http.Request], err error) {
+		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not decided by a shadow rule: bad key, limit or cost", requestAttrs(r, slog.Any("err", &KeyError{Rule: rule.Name, Err: err}))...)
 	})
 	if err != nil {
 		kerr := &KeyError{Rule: bad.Name, Err: err}
-		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not keyed", requestAttrs(r, slog.Any("err", kerr))...)
+		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not decided: bad key, limit or cost", requestAttrs(r, slog.Any("err", kerr))...)
 		m.onError(w, r, kerr)
 		return
 	}
@@ -157,8 +162,8 @@ func denial(v *ruleset.Verdict[*http.Request]) Denial {
 		d.Violated = append(d.Violated, v.Applied[i].Rule.Name)
 	}
 	if worst >= 0 {
-		w := v.Applied[worst].Rule
-		d.Rule, d.Limit, d.Result = w.Name, w.Limit, v.Results[worst]
+		w := v.Applied[worst]
+		d.Rule, d.Limit, d.Result = w.Rule.Name, w.Limit, v.Results[worst]
 	}
 	return d
 }

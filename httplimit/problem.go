@@ -78,8 +78,8 @@ func WriteDenial(w http.ResponseWriter, r *http.Request, d Denial) {
 }
 
 // WriteError writes the default response when a request cannot be decided:
-// 400 (Bad Request) when a rule's key function failed (err is a *[KeyError]),
-// since the request lacks something the rule keys on; otherwise 503
+// 400 (Bad Request) when a rule's key, limit or cost function failed for
+// the request (err is a *[KeyError]); otherwise 503
 // (Service Unavailable), the limiter having failed. The body is a [Problem]
 // that names the rule but not the error, which is logged instead.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
@@ -88,7 +88,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 			Type:   "about:blank",
 			Title:  http.StatusText(http.StatusBadRequest),
 			Status: http.StatusBadRequest,
-			Detail: fmt.Sprintf("The request cannot be keyed for rate limit %q.", ke.Rule),
+			Detail: fmt.Sprintf("The request gives rate limit %q no key, limit or cost it can use.", ke.Rule),
 		})
 		return
 	}

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/redlimit/redlimit"
@@ -17,12 +18,31 @@ type Rule struct {
 	// rules with different names never share state, and rules with the same
 	// name and limit in different middlewares (on different routes) do.
 	Name string
-	// Limit is how much the key may do.
+	// Pattern, if not empty, limits the rule to the requests that an
+	// [http.ServeMux] holding the middleware's patterns routes to it, such
+	// as "POST /v1/chat/{id}". See "Routes" in the package documentation.
+	Pattern string
+	// Limit is how much the key may do. Leave it zero when LimitFunc is
+	// set.
 	Limit redlimit.Limit
+	// LimitFunc, if not nil, chooses the limit of each request, such as
+	// the limit of its tenant's plan. An error or an invalid limit refuses
+	// the request through [Options].OnError, by default with 400; an error
+	// wrapping [ErrNoKey] skips the rule. It must be safe for concurrent
+	// use.
+	LimitFunc func(*http.Request) (redlimit.Limit, error)
 	// Key returns the key a request counts under; see [KeyFunc].
 	Key KeyFunc
-	// Cost is what one request costs, 1..Limit.Max(); 0 means 1.
+	// Cost is what one request costs; 0 means 1. It must not exceed
+	// Limit.Max(), or, with LimitFunc, [redlimit.MaxCost]. Leave it zero
+	// when CostFunc is set.
 	Cost int64
+	// CostFunc, if not nil, chooses the cost of each request, such as its
+	// size or the tokens it will use. An error or a cost outside
+	// 1..[redlimit.MaxCost] refuses the request as LimitFunc's error does.
+	// A cost above the limit's Max is denied, with no Retry-After: it
+	// never passes. It must be safe for concurrent use.
+	CostFunc func(*http.Request) (int64, error)
 	// Shadow runs the rule as a dry run: it decides, counts and logs what
 	// it would deny, but never denies and sets no header field. It counts
 	// the requests as if it alone were added to the enforced rules (see the
@@ -44,7 +64,62 @@ var kind = &ruleset.Kind{
 func newRuleSet(rules []Rule) (*ruleset.Set[*http.Request], error) {
 	rs := make([]ruleset.Rule[*http.Request], len(rules))
 	for i, r := range rules {
-		rs[i] = ruleset.Rule[*http.Request]{Name: r.Name, Limit: r.Limit, Key: r.Key, Cost: r.Cost, Shadow: r.Shadow}
+		rs[i] = ruleset.Rule[*http.Request]{Name: r.Name, Route: r.Pattern,
+			Limit: r.Limit, LimitFunc: r.LimitFunc, Key: r.Key, Cost: r.Cost, CostFunc: r.CostFunc, Shadow: r.Shadow}
 	}
 	return ruleset.New(kind, rs)
+}
+
+// A routes finds which of the rules' patterns a request matches, as an
+// [http.ServeMux] holding them would route it.
+type routes struct {
+	mux *http.ServeMux // nil when no rule has a pattern
+}
+
+// routeHandler marks a request the mux routes to one of the patterns.
+type routeHandler string
+
+func (routeHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// newRoutes registers the rules' patterns on a mux. It reports an error
+// wrapping [ErrInvalidRule] for a pattern the mux refuses: malformed, or
+// in conflict with another.
+func newRoutes(rules []Rule) (routes, error) {
+	var rt routes
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if r.Pattern == "" || seen[r.Pattern] {
+			continue
+		}
+		seen[r.Pattern] = true
+		if rt.mux == nil {
+			rt.mux = http.NewServeMux()
+		}
+		if err := register(rt.mux, r.Pattern); err != nil {
+			return routes{}, fmt.Errorf("%w: rule %q: %w", ErrInvalidRule, r.Name, err)
+		}
+	}
+	return rt, nil
+}
+
+// register adds pattern to mux, which panics on a bad pattern.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("pattern %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, routeHandler(pattern))
+	return nil
+}
+
+// match returns the pattern r matches, or "" if none: a request the mux
+// would redirect or refuse matches none.
+func (rt routes) match(r *http.Request) string {
+	if rt.mux == nil {
+		return ""
+	}
+	h, _ := rt.mux.Handler(r)
+	p, _ := h.(routeHandler)
+	return string(p)
 }

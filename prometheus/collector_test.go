@@ -75,7 +75,7 @@ func TestCollectorThroughHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := resilient.New(store, resilient.Options{Observer: c, FailureThreshold: 1, CoolDown: time.Hour, Timeout: time.Second})
+	l, err := resilient.New(store, resilient.Options{Observer: c, Breaker: resilient.BreakerOptions{FailureThreshold: 1, CoolDown: time.Hour}, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/budget"
 )
 
 // Batch caps: a batch holds at most maxBatch decisions and about
@@ -112,8 +111,6 @@ func (b *batcher) early() bool {
 // or of several (AllowAll, one hash tag).
 type pending struct {
 	ctx   context.Context
-	end   *budget.End      // the end of the caller's budget, from ctx (see internal/budget), or nil
-	call  endCtx           // with end, the context of a call made for it alone on a kept goroutine
 	op    string           // opAllow or opPeek; opAllow for several limits
 	req   redlimit.Request // one limit
 	key   string           // its Redis key
@@ -124,8 +121,7 @@ type pending struct {
 	out   outcome       // the answer, filled by the call that decides it
 	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
 	// pooled: from pendings (newPendingOne), given back by decide once
-	// its caller has the answer and nothing holds it any more (not after
-	// its call field has been a call's context: see batchRun.run).
+	// its caller has the answer and nothing holds it any more.
 	pooled bool
 }
 
@@ -167,41 +163,6 @@ type outcome struct {
 	err     error
 }
 
-// endCtx is the context of a call a kept goroutine makes for one pending
-// decision with the end of its caller's budget: the caller's values, and
-// that end (shared, see internal/budget) as its deadline, without a timer
-// of its own. The budget ends before the caller's deadline, if it has one;
-// the caller's cancellation ends the caller's wait (see batcher.decide),
-// not this call, which ends with the budget, as a batch call ends with its
-// callers' deadlines.
-type endCtx struct {
-	context.Context
-	end *budget.End
-}
-
-func (c *endCtx) Deadline() (time.Time, bool) { return c.end.At, true }
-func (c *endCtx) Done() <-chan struct{}       { return c.end.Done }
-
-func (c *endCtx) Err() error {
-	select {
-	case <-c.end.Done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
-// deadline returns when p's caller stops waiting for it: its context's
-// deadline or the end of its budget, whichever is earlier; ok is false
-// when it has neither.
-func (p *pending) deadline() (d time.Time, ok bool) {
-	d, ok = p.ctx.Deadline()
-	if p.end != nil && (!ok || p.end.At.Before(d)) {
-		return p.end.At, true
-	}
-	return d, ok
-}
-
 // size is roughly what p adds to a batch call, in bytes.
 func (p *pending) size() int {
 	if p.reqs == nil {
@@ -228,7 +189,7 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 	if len(reqs) == 1 && !reqs[0].Debit {
 		return s.newPendingOne(ctx, op, reqs[0])
 	}
-	p := &pending{ctx: ctx, end: budget.Of(ctx), op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
+	p := &pending{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
 	for i, r := range reqs {
 		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
@@ -244,7 +205,7 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 // pendings, to which batcher.decide gives it back once answered.
 func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
 	p := pendings.Get().(*pending)
-	*p = pending{ctx: ctx, end: budget.Of(ctx), op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
+	*p = pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
 	if s.batches.slots != nil || s.batches.nodes != nil {
 		p.slot = keySlot(p.key)
 	}
@@ -262,7 +223,7 @@ func (b *batcher) decide(p *pending) outcome {
 		// without batching, and whatever arrives meanwhile follows it; on
 		// a kept goroutine when the caller has a deadline to keep.
 		b.inflight, b.flying = 1, 1
-		if _, ok := p.deadline(); !ok {
+		if _, ok := ctx.Deadline(); !ok {
 			b.mu.Unlock()
 			o := b.s.decideAlone(ctx, p, b.s.scriptTime())
 			b.next(1)
@@ -286,11 +247,7 @@ func (b *batcher) decide(p *pending) outcome {
 			b.s.runners.Go(batchRun{b: b, batch: early})
 		}
 	}
-	var ended <-chan struct{} // nil, which never ends the wait, without a budget's end
-	if p.end != nil {
-		ended = p.end.Done
-	}
-	if ended == nil && ctx.Done() == nil {
+	if ctx.Done() == nil {
 		// Nothing ends the wait but the answer (context.Background): a
 		// receive costs less than a select.
 		<-p.done
@@ -300,7 +257,6 @@ func (b *batcher) decide(p *pending) outcome {
 	case <-p.done:
 		return p.answered()
 	case <-ctx.Done():
-	case <-ended:
 	}
 	b.mu.Lock()
 	st := p.state
@@ -321,11 +277,7 @@ func (b *batcher) decide(p *pending) outcome {
 	// Sent and not answered yet: the batch goes on for the others, and
 	// this decision may or may not be applied, as a call of its own
 	// cancelled in flight.
-	err := ctx.Err()
-	if err == nil {
-		err = context.DeadlineExceeded // the budget's end
-	}
-	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, err)}
+	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
 }
 
 // dropCancelledLocked takes the given-up decisions out of the queue once
@@ -362,16 +314,7 @@ type batchRun struct {
 
 func (r batchRun) run() {
 	if p := r.alone; p != nil {
-		ctx := p.ctx
-		if p.end != nil {
-			p.call = endCtx{p.ctx, p.end}
-			ctx = &p.call
-			// The client library may derive contexts from &p.call that
-			// outlive the call (a cancel propagation's goroutine reads its
-			// Done): p is not given back to pendings.
-			p.pooled = false
-		}
-		p.out = r.b.s.decideAlone(ctx, p, r.b.s.scriptTime())
+		p.out = r.b.s.decideAlone(p.ctx, p, r.b.s.scriptTime())
 		r.b.answered(1)
 		p.done <- struct{}{}
 		r.batch = r.b.take(nil, 0)
@@ -461,7 +404,7 @@ func (b *batcher) send(batch []*pending) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	var latest time.Time
 	for _, p := range batch {
-		d, ok := p.deadline()
+		d, ok := p.ctx.Deadline()
 		if !ok {
 			latest = time.Time{}
 			break

@@ -73,7 +73,7 @@ func TestBatchBadKeyFailsAlone(t *testing.T) {
 			}
 			var lim redlimit.Limiter = s
 			if c.resilient {
-				r, err := resilient.New(s, resilient.Options{Timeout: 5 * time.Second, FailureThreshold: 1})
+				r, err := resilient.New(s, resilient.Options{Timeout: 5 * time.Second, Breaker: resilient.BreakerOptions{FailureThreshold: 1}})
 				if err != nil {
 					t.Fatal(err)
 				}

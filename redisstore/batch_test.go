@@ -15,7 +15,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/redlimit/redlimit"
-	"github.com/redlimit/redlimit/internal/budget"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/redisstore"
 )
@@ -366,9 +365,8 @@ func TestBatchCancellation(t *testing.T) {
 // the end of their context even when the client library does not (here it
 // ignores the context, and the server is paused): the caller who found
 // nothing in flight, and those who queued behind it, get their contexts'
-// errors at their deadlines; and so they do at the end of the budget that
-// resilient gives them in their context instead of a deadline (see
-// internal/budget).
+// errors at their deadlines, whether or not the caller's context could
+// also be cancelled (resilient's calls have a deadline derived from it).
 func TestReturnsByContextWhenClientHangs(t *testing.T) {
 	const deadline = 100 * time.Millisecond
 	for _, c := range []struct {
@@ -378,9 +376,10 @@ func TestReturnsByContextWhenClientHangs(t *testing.T) {
 		{"deadline", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), deadline)
 		}},
-		{"budget end", func() (context.Context, context.CancelFunc) {
-			end := budget.NewClock(time.Millisecond).Before(time.Now().Add(deadline))
-			return context.WithCancel(budget.With(context.Background(), end))
+		{"deadline of a cancelable caller", func() (context.Context, context.CancelFunc) {
+			parent, cancelParent := context.WithCancel(context.Background())
+			ctx, cancel := context.WithTimeout(parent, deadline)
+			return ctx, func() { cancel(); cancelParent() }
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -433,12 +432,11 @@ func TestReturnsByContextWhenClientHangs(t *testing.T) {
 	}
 }
 
-// TestBudgetEndEndsTheCall shows that the call a kept goroutine makes for a
-// lone caller whose context has the end of a budget (see internal/budget)
-// and no deadline ends at that end, on a paused server: the destination is
-// free again for the next decisions, rather than busy until the server
-// answers (and queueing every decision meanwhile).
-func TestBudgetEndEndsTheCall(t *testing.T) {
+// TestDeadlineEndsTheCall shows that the call a kept goroutine makes for a
+// lone caller with a deadline ends at it, on a paused server: the
+// destination is free again for the next decisions, rather than busy until
+// the server answers (and queueing every decision meanwhile).
+func TestDeadlineEndsTheCall(t *testing.T) {
 	t.Parallel()
 	srv, s := ownServerStore(t)
 	l := redlimit.PerHour(10).FixedWindow()
@@ -450,7 +448,8 @@ func TestBudgetEndEndsTheCall(t *testing.T) {
 	}
 	defer srv.Resume()
 	const budgetLeft = 100 * time.Millisecond
-	ctx := budget.With(context.Background(), budget.NewClock(time.Millisecond).Before(time.Now().Add(budgetLeft)))
+	ctx, cancel := context.WithTimeout(context.Background(), budgetLeft)
+	defer cancel()
 	start := time.Now()
 	if a := receive(t, "the lone caller", goAllow(s, ctx, "lone", l)); !errors.Is(a.err, context.DeadlineExceeded) {
 		t.Fatalf("%+v, %v; want context.DeadlineExceeded", a.r, a.err)

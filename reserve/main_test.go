@@ -49,7 +49,7 @@ var backends = []backend{
 		// A timed-out call's outcome is unknown, so counts are exact only
 		// while the store answers: the timeout outlasts a starved host.
 		// Outages have their own tests in package resilient.
-		l, err := resilient.New(redisStore(t, []string{redistest.Shared(t).Addr()}, prefix, now), resilient.Options{Timeout: 30 * time.Second, DenyCacheSize: -1})
+		l, err := resilient.New(redisStore(t, []string{redistest.Shared(t).Addr()}, prefix, now), resilient.Options{Timeout: 30 * time.Second, DenyCache: resilient.DenyCacheOptions{Size: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}

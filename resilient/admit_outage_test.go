@@ -116,7 +116,7 @@ func TestAdmitDuringOutageIsOwed(t *testing.T) {
 }
 
 func resilientOpts() resilient.Options {
-	return resilient.Options{FailureThreshold: 1, CoolDown: 20 * time.Millisecond, ReconcileSpread: -1, Timeout: time.Second}
+	return resilient.Options{Breaker: resilient.BreakerOptions{FailureThreshold: 1, CoolDown: 20 * time.Millisecond}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second}
 }
 
 // TestAdmitDuringOutageRefundIsNotOwed: what a Refund gives back of the
@@ -158,7 +158,7 @@ func TestResetDropsWhatIsOwed(t *testing.T) {
 	ctx := context.Background()
 	var down atomic.Bool
 	opts := resilientOpts()
-	opts.ReconcileSpread = time.Hour // no charge in the background during the test
+	opts.Reconcile.Spread = time.Hour // no charge in the background during the test
 	l := newLimiter(t, downStore{redisStore(t, []string{srv.Addr()}), &down}, opts)
 	lim := redlimit.PerHour(10).SlidingLog()
 	key := fmt.Sprint("k", rand.Uint64())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +52,7 @@ type storeCall struct {
 // do makes the call c to l's store, and charges what l owes for the
 // states it decides (see decideOwed), unless it is the probe.
 func (c storeCall) do(ctx context.Context, l *Limiter) (redlimit.Decision, error) {
-	if c.probe || l.debts == nil || l.debts.n.Load() == 0 {
+	if c.probe || l.rec.debts == nil || l.rec.debts.n.Load() == 0 {
 		return c.call(ctx, l)
 	}
 	owed := c.reqs
@@ -105,9 +104,7 @@ func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
 // policies), or errCallerGone.
 //
 // A call has its budget (see budget), and the caller gets an answer within
-// it even if the client library has not answered: the late answer is then
-// dropped by the worker that made the call (see workers), or, for a store
-// that returns by its context's deadline (see contextBound), by the store. A store that has
+// it even if the client library has not answered (see bounded). A store that has
 // not answered within the budget has failed, whoever's deadline set it; a
 // caller that went away has not made it fail. The one probe of the
 // half-open breaker is judged by Options.Timeout instead (see probe).
@@ -140,7 +137,7 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		return d, err
 	}
 	c.end = now.Add(budget)
-	if l.debts != nil && l.debts.n.Load() != 0 {
+	if l.rec.debts != nil && l.rec.debts.n.Load() != 0 {
 		c.held = new(atomic.Bool)
 	}
 	d, err := l.bounded(ctx, c, budget)
@@ -161,88 +158,42 @@ func (l *Limiter) called(start time.Time, err error) {
 }
 
 // inline reports whether c may be made on its caller's goroutine: an
-// AllowN or Peek of a store that returns from them by their context's deadline
-// (see contextBound), with nothing owed to charge first.
+// AllowN or Peek of a store that returns from them by their context's
+// deadline (see contextBound), with nothing owed to charge first.
 func (l *Limiter) inline(c storeCall) bool {
-	return l.bound && c.grant == nil && !c.probe && c.held == nil &&
+	return l.bound && c.grant == nil && c.held == nil &&
 		(c.peek != nil || len(c.reqs) == 1 && !c.reqs[0].Debit) &&
-		(l.debts == nil || l.debts.n.Load() == 0)
+		(l.rec.debts == nil || l.rec.debts.n.Load() == 0)
 }
 
 // contextBound is implemented by a store whose AllowN and Peek return by
 // their context's deadline even if its client library does not answer, when
-// ReturnsByContext says so (redisstore with batching): the Limiter then
-// makes those calls on the caller's goroutine, in a context that ends with
-// the budget, without handing them to a worker.
+// ReturnsByContext says so (redisstore with batching). The Limiter then
+// makes those calls on the caller's goroutine.
 type contextBound interface{ ReturnsByContext() bool }
 
-// endQuanta is how many shared ends of inline calls' budgets a Limiter's
-// Options.Timeout is cut into (see bounded): a call's budget ends up to
-// Timeout/endQuanta early.
-const endQuanta = 16
-
-// bounded makes the call c within budget.
+// bounded makes the call c within budget, in a context that ends at c.end:
+// on the caller's goroutine when the store returns by that deadline
+// (inline), otherwise on a worker, whose late answer is dropped.
 func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration) (redlimit.Decision, error) {
+	cctx, cancel := context.WithDeadline(ctx, c.end)
+	defer cancel()
+	var d redlimit.Decision
+	var err error
 	if l.inline(c) {
-		var d redlimit.Decision
-		var err error
-		if budget >= l.timeout/4 {
-			// The caller's context with a shared end of the budget, up to
-			// a sixteenth of Options.Timeout early: no timer, done channel
-			// or child of the caller's context per call (TestAskAllocs).
-			d, err = c.call(l.endingBy(ctx, c.end), l)
-		} else {
-			cctx, cancel := context.WithDeadline(ctx, c.end)
-			d, err = c.call(cctx, l)
-			cancel()
+		d, err = c.call(cctx, l)
+	} else {
+		select {
+		case r := <-l.workers.start(cctx, l, c, nil):
+			d, err = r.d, r.err
+		case <-cctx.Done():
+			err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
 		}
-		if err == nil {
-			return d, nil
-		}
+	}
+	if err != nil {
 		return redlimit.Decision{}, l.failed(ctx, c, budget, err)
 	}
-	jctx := ctx
-	var expired <-chan time.Time // the budget's end, when the caller's deadline set it
-	var ended <-chan struct{}    // the budget's end, otherwise
-	if budget < l.timeout && ctx.Done() != nil {
-		// The caller's context ends the call (at its deadline, a margin
-		// after the budget), and a pooled timer ends the wait: a context
-		// of ours would cost allocations on every call (BenchmarkAsk).
-		t := getTimer(budget)
-		defer putTimer(t)
-		expired = t.C
-	} else {
-		// The call's context ends at the budget, or when bounded returns
-		// (cancel): a caller that goes away ends it through the select
-		// below, so it is not linked to a cancelable caller's context
-		// (every gRPC request's), which would cost that context a child
-		// registered and removed per call (BenchmarkAsk).
-		parent := ctx
-		if ctx.Done() != nil {
-			parent = context.WithoutCancel(ctx)
-		}
-		cctx, cancel := context.WithTimeout(parent, budget)
-		defer cancel()
-		jctx, ended = cctx, cctx.Done()
-	}
-	answer := l.workers.start(jctx, l, c, nil)
-	var err error
-	select {
-	case r := <-answer:
-		if r.err == nil {
-			return r.d, nil
-		}
-		err = r.err
-	case <-expired:
-		// The job is left to its worker, which drops the late answer.
-		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
-	case <-ended:
-		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
-	case <-ctx.Done():
-		// Canceled, or its deadline came first on a busy host.
-		err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
-	}
-	return redlimit.Decision{}, l.failed(ctx, c, budget, err)
+	return d, nil
 }
 
 // failed returns the error of the call c, made within budget for a caller
@@ -261,22 +212,6 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 		return fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
-}
-
-var timers sync.Pool // of *time.Timer, stopped
-
-// getTimer returns a timer that fires after d.
-func getTimer(d time.Duration) *time.Timer {
-	if t, ok := timers.Get().(*time.Timer); ok {
-		t.Reset(d) // a stopped timer's channel holds no stale value (Go 1.23)
-		return t
-	}
-	return time.NewTimer(d)
-}
-
-func putTimer(t *time.Timer) {
-	t.Stop()
-	timers.Put(t)
 }
 
 // probe makes the call c as the half-open breaker's probe: the store gets
@@ -328,7 +263,7 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 // dial, a handshake, the scripts loaded again), which a host starved of
 // CPU makes slower than a decision's timeout. No caller waits for it, and
 // the breaker would stay open for the cool-down anyway.
-func (l *Limiter) probeTimeout() time.Duration { return max(l.timeout, l.coolDown) }
+func (l *Limiter) probeTimeout() time.Duration { return max(l.timeout, l.breaker.coolDown) }
 
 // callerErr is the error of a caller's context that ended.
 func callerErr(ctx context.Context) error {
@@ -337,8 +272,3 @@ func callerErr(ctx context.Context) error {
 	}
 	return context.DeadlineExceeded
 }
-
-// policyContext returns ctx for the failure policy's fallback: without its
-// deadline or cancellation, which may come while the fallback decides: the
-// policy answers once the store has failed.
-func policyContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -46,7 +46,7 @@ func TestDebtOutlivesAPeriodWhileTheStateHasNotDrained(t *testing.T) {
 			now := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 			var down atomic.Bool
 			store := downStore{redisStore(t, []string{srv.Addr()}, redisstore.WithClock(now), redisstore.WithTTLMargin(3*time.Hour)), &down}
-			l := newLimiter(t, store, resilient.Options{Now: now, FailureThreshold: 1, CoolDown: time.Millisecond, ReconcileSpread: -1, Timeout: time.Second, LastSeenSize: -1})
+			l := newLimiter(t, store, resilient.Options{Now: now, Breaker: resilient.BreakerOptions{FailureThreshold: 1, CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{LastSeenSize: -1}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second})
 			key := fmt.Sprint("k", rand.Uint64())
 			down.Store(true)
 			admitLocally(t, l, key, c.lim, c.local)

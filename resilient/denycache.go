@@ -6,6 +6,21 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
+// DenyCacheOptions configure the deny cache, which answers the requests
+// of a key the store denied with nothing left, until the store's
+// retry-after, without asking it. The zero value of each field is its
+// default.
+type DenyCacheOptions struct {
+	// Size bounds how many denials are remembered (default
+	// [DefaultDenyCacheSize]). Negative: no deny cache.
+	Size int
+	// Bytes bounds the cache's bytes (default [DefaultCacheBytes]). An
+	// entry is counted for 128 bytes plus its key, which is client data,
+	// so that long keys cannot make it hold more. An entry larger than
+	// its shard's share of the bound is not kept.
+	Bytes int
+}
+
 // denyCache remembers denials the store answered with nothing remaining, until
 // their retry-after, so that further requests of the same key and limit are
 // denied without asking the store. It never denies what the store would
@@ -100,4 +115,28 @@ func (c *denyCache) put(key string, l redlimit.Limit, n int64, start time.Time, 
 	}
 	c.insert(sh, k, d, start)
 	sh.mu.Unlock()
+}
+
+// fromDenyCache answers reqs if the cache holds a denial for one of them.
+// A decision that carries a debit is never answered from the cache: the
+// debit has to be counted by the store whatever the decision.
+func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimit.Decision, bool) {
+	if l.deny == nil || hasDebit(reqs) {
+		return redlimit.Decision{}, false
+	}
+	for i, r := range reqs {
+		res, ok := l.deny.get(r.Key, r.Limit, r.Cost, now)
+		if !ok {
+			continue
+		}
+		d := redlimit.Decision{Results: make([]redlimit.Result, len(reqs))}
+		for j, q := range reqs {
+			// The other limits were not asked: shown as allowing, with
+			// their whole allowance, which is not known here.
+			d.Results[j] = redlimit.Result{Allowed: true, Limit: q.Limit.Max(), Remaining: q.Limit.Max(), Source: redlimit.FromDenyCache}
+		}
+		d.Results[i] = res
+		return d, true
+	}
+	return redlimit.Decision{}, false
 }

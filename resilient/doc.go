@@ -13,7 +13,7 @@
 //
 //   - the deny cache: a key and limit the store denied with nothing left,
 //     until the store's retry-after ([redlimit.FromDenyCache]);
-//   - settling: for [Options.Settle] after an outage, a decision of limits
+//   - settling: for [FallbackOptions.Settle] after an outage, a decision of limits
 //     that fail local must also fit this node's share, so that the nodes
 //     back first do not spend what the others admitted by themselves;
 //   - the store, within [Options.Timeout] (or the caller's deadline less a
@@ -31,6 +31,19 @@
 // once it answers again ([Limiter.Reconciliation]). Every [redlimit.Result]
 // says which path decided it. [Options.Observer] is told of each; the
 // module github.com/redlimit/redlimit/prometheus makes them metrics.
+//
+// # Parts
+//
+// Each part has a file and an options group:
+//
+//   - the store call (call.go, [Options.Timeout]): on the caller's
+//     goroutine for a store that returns by its context's deadline, else
+//     on a kept worker; either way in a context with the call's deadline;
+//   - the breaker and the failure policies (breaker.go, [Options.Breaker]);
+//   - the deny cache (denycache.go, [Options.DenyCache]);
+//   - the local fallback and the settling (fallback.go, [Options.Fallback]);
+//   - reconciliation (reconcile.go, [Options.Reconcile]).
+//
 // docs/RELIABILITY.md gives the guarantees and the fault tests' figures (a
 // Redis killed, hung, a Cluster master failing over).
 package resilient

@@ -4,4 +4,4 @@ package resilient
 func DenyCacheLen(l *Limiter) int { return l.deny.len() }
 
 // LastSeenLen returns how many states l remembers the store's answer for.
-func LastSeenLen(l *Limiter) int { return l.seen.len() }
+func LastSeenLen(l *Limiter) int { return l.local.seen.len() }

@@ -73,7 +73,7 @@ func TestFaultProbeOutlastsASlowReconnect(t *testing.T) {
 	t.Parallel()
 	store := &slowReconnect{Limiter: redisStore(t, []string{redistest.Shared(t).Addr()}), dial: 3 * resilient.DefaultTimeout}
 	store.connected.Store(true)
-	l := newLimiter(t, store, resilient.Options{FailureThreshold: 1})
+	l := newLimiter(t, store, resilient.Options{Breaker: resilient.BreakerOptions{FailureThreshold: 1}})
 	lim := redlimit.PerHour(1000).OnFailure(redlimit.FailOpen)
 	key := fmt.Sprint("k", rand.Uint64())
 	store.down.Store(true)

@@ -119,7 +119,7 @@ const faultExcess = 10
 // were not recorded.
 func waitReconciled(t *testing.T, nodes []*resilient.Limiter) (charged, unconfirmed int64) {
 	t.Helper()
-	// The background charge starts within ReconcileSpread of the store's
+	// The background charge starts within Reconcile.Spread of the store's
 	// return; each batch is quick.
 	if !waitFor(resilient.DefaultReconcileSpread+5*time.Second, func() bool {
 		for _, l := range nodes {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestLastSeenMemory measures what an entry of the last-seen map costs, for
-// the figure in Options.LastSeenSize's doc: about 100 bytes plus the key
+// the figure in FallbackOptions.LastSeenSize's doc: about 100 bytes plus the key
 // (88 measured with go1.26).
 func TestLastSeenMemory(t *testing.T) {
 	const n = 100_000
@@ -43,7 +43,7 @@ func TestLastSeenMemory(t *testing.T) {
 }
 
 // TestDebtsMemory measures what a state owed costs, as
-// Options.ReconcileSize states it.
+// ReconcileOptions.Size states it.
 func TestDebtsMemory(t *testing.T) {
 	const n = 100_000
 	keys := make([]string, n)

@@ -140,8 +140,8 @@ func TestRandomOutagesOneNode(t *testing.T) {
 			store := &flaky{Store: redisStore(t, []string{srv.Addr()}), down: map[string]bool{}}
 			rec := newRecorder()
 			l := newLimiter(t, store, resilient.Options{
-				FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond, ReconcileSpread: -1, Timeout: time.Second,
-				Settle: time.Hour, Observer: rec,
+				Breaker: resilient.BreakerOptions{FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: time.Hour}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second,
+				Observer: rec,
 			})
 			decided := map[string]int{} // what the Observer must have been told
 			lim := redlimit.PerHour(int64(5 + rng.IntN(40))).SlidingLog()

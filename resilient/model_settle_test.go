@@ -112,8 +112,8 @@ func TestRandomOutagesRefundsResets(t *testing.T) {
 			t0 := time.Now().Round(0)
 			now := func() time.Time { return t0.Add(time.Duration(skip.Load())) }
 			l := newLimiter(t, store, resilient.Options{
-				Nodes: fixedNodes(2), FailureThreshold: 3, CoolDown: time.Millisecond, ReconcileSpread: -1,
-				Timeout: 5 * time.Second, Settle: settle, Now: now,
+				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: settle}, Reconcile: resilient.ReconcileOptions{Spread: -1},
+				Timeout: 5 * time.Second, Now: now,
 			})
 			// Keys and limits enough for hundreds of decisions to reach the
 			// store after an outage, not the deny cache.

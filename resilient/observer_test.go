@@ -125,7 +125,7 @@ func TestObserverDecisions(t *testing.T) {
 	var down atomic.Bool
 	rec := newRecorder()
 	opts := resilientOpts()
-	opts.CoolDown = time.Hour // open stays open: no store call while down
+	opts.Breaker.CoolDown = time.Hour // open stays open: no store call while down
 	opts.Observer = rec
 	l := newLimiter(t, downStore{redisStore(t, []string{srv.Addr()}), &down}, opts)
 	ctx := context.Background()

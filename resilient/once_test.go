@@ -142,7 +142,7 @@ func TestReconcileRetriesAChargeInDoubt(t *testing.T) {
 func chargeInDoubt(t *testing.T, ran bool) bool {
 	t.Helper()
 	var fs *firstChargeFails
-	l, srv, _ := outageLimiter(t, resilient.Options{ReconcileSpread: -1}, func(s redlimit.Limiter) redlimit.Limiter {
+	l, srv, _ := outageLimiter(t, resilient.Options{Reconcile: resilient.ReconcileOptions{Spread: -1}}, func(s redlimit.Limiter) redlimit.Limiter {
 		fs = &firstChargeFails{Store: s.(*redisstore.Store)}
 		return fs
 	})
@@ -195,7 +195,7 @@ func chargeInDoubt(t *testing.T, ran bool) bool {
 func TestReconcileNewUnitsWhileInDoubtGoInANewCharge(t *testing.T) {
 	t.Parallel()
 	var fs *firstChargeFails
-	l, srv, _ := outageLimiter(t, resilient.Options{ReconcileSpread: -1}, func(s redlimit.Limiter) redlimit.Limiter {
+	l, srv, _ := outageLimiter(t, resilient.Options{Reconcile: resilient.ReconcileOptions{Spread: -1}}, func(s redlimit.Limiter) redlimit.Limiter {
 		fs = &firstChargeFails{Store: s.(*redisstore.Store)}
 		return fs
 	})
@@ -256,7 +256,7 @@ func TestReconcileChargeInDoubtExpires(t *testing.T) {
 	t.Parallel()
 	clock := redlimittest.NewClock(time.Now())
 	var fs *firstChargeFails
-	l, srv, _ := outageLimiter(t, resilient.Options{ReconcileSpread: -1, Now: clock.Now}, func(s redlimit.Limiter) redlimit.Limiter {
+	l, srv, _ := outageLimiter(t, resilient.Options{Reconcile: resilient.ReconcileOptions{Spread: -1}, Now: clock.Now}, func(s redlimit.Limiter) redlimit.Limiter {
 		fs = &firstChargeFails{Store: s.(*redisstore.Store)}
 		return fs
 	})
@@ -291,7 +291,7 @@ func TestReconcileRetriesWithoutTraffic(t *testing.T) {
 	fs := &firstChargeFails{Store: redisStore(t, []string{srv.Addr()})}
 	// 500 ms: a retry slower than 100 ms on a loaded machine counted as a
 	// second unconfirmed try (one run in a helper's -race runs).
-	l := newLimiter(t, fs, resilient.Options{Timeout: 500 * time.Millisecond, FailureThreshold: 3, CoolDown: 500 * time.Millisecond, ReconcileSpread: -1})
+	l := newLimiter(t, fs, resilient.Options{Timeout: 500 * time.Millisecond, Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 500 * time.Millisecond}, Reconcile: resilient.ReconcileOptions{Spread: -1}})
 	lim := redlimit.PerHour(100).FixedWindow()
 	freeze(t, srv, l)
 	admitLocally(t, l, "k", lim, 30)

@@ -22,7 +22,7 @@ func TestHugeFailureThresholdNeverTrips(t *testing.T) {
 	down.Store(true)
 	store := switchable{redisStore(t, []string{redistest.Shared(t).Addr()}), &down}
 	for _, threshold := range []int{1 << 32, 1<<32 + 1} {
-		l := newLimiter(t, store, resilient.Options{FailureThreshold: threshold, Timeout: time.Second})
+		l := newLimiter(t, store, resilient.Options{Breaker: resilient.BreakerOptions{FailureThreshold: threshold}, Timeout: time.Second})
 		for range 3 {
 			if _, err := l.Allow(context.Background(), "k", redlimit.PerHour(10)); err != nil {
 				t.Fatal(err)
@@ -55,7 +55,7 @@ func (hung) AllowAll(ctx context.Context, _ []redlimit.Request) (redlimit.Decisi
 // call waits its Timeout, and no outage is seen, so no settling follows.
 func TestSubMillisecondTimeoutOpensTheBreaker(t *testing.T) {
 	t.Parallel()
-	l := newLimiter(t, hung{redisStore(t, []string{redistest.Shared(t).Addr()})}, resilient.Options{Timeout: 500 * time.Microsecond, FailureThreshold: 3})
+	l := newLimiter(t, hung{redisStore(t, []string{redistest.Shared(t).Addr()})}, resilient.Options{Timeout: 500 * time.Microsecond, Breaker: resilient.BreakerOptions{FailureThreshold: 3}})
 	for range 5 {
 		if _, err := l.Allow(context.Background(), "k", redlimit.PerHour(10)); err != nil {
 			t.Fatal(err)

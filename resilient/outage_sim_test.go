@@ -47,8 +47,7 @@ func newSimNodes(t *testing.T, srv *redistest.Server, n int) *simNodes {
 		s.redis = raw
 		store := downStore{raw, down}
 		s.nodes = append(s.nodes, newLimiter(t, store, resilient.Options{
-			Nodes: fixedNodes(n), Now: s.now, Fallback: fb, Timeout: time.Second,
-			FailureThreshold: 1, CoolDown: time.Millisecond, ReconcileSpread: -1,
+			Nodes: fixedNodes(n), Now: s.now, Breaker: resilient.BreakerOptions{FailureThreshold: 1, CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Limiter: fb}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second,
 			Logger: slog.New(slog.DiscardHandler),
 		}))
 		s.down = append(s.down, down)

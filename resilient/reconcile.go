@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,7 @@ import (
 //     nodes' debts reach the store with their own calls; until then the
 //     store decides without them;
 //   - in the background: after a store answer, one goroutine per Limiter
-//     waits a random time up to Options.ReconcileSpread (so that nodes
+//     waits a random time up to ReconcileOptions.Spread (so that nodes
 //     coming back together do not charge together), then charges the rest,
 //     up to redlimit.MaxRequests states in a row, taken one at a time (a
 //     state taken holds its calls), then pauses a random time up to a
@@ -60,7 +61,7 @@ import (
 // two amounts. A store without DebitOnce gets each charge at most once: a
 // charge in doubt is not sent again.
 //
-// The debts are bounded (Options.ReconcileSize states, and CacheBytes):
+// The debts are bounded (ReconcileOptions.Size states, and Bytes):
 // when full, a new state's units are not recorded (counted as dropped),
 // after the entries with nothing left to charge have been removed from a
 // sample; the states held keep being counted in full. A charge is of what
@@ -69,6 +70,42 @@ import (
 // in doubt expires a period after its last unit: it is not sent again after that, which is
 // within the time the store keeps its id (twice the period for
 // redisstore.Store), so a retry never finds its id forgotten.
+
+// ReconcileOptions configure reconciliation: what this node counted by
+// itself while the store failed is charged to the store once it answers
+// again. The zero value of each field is its default.
+type ReconcileOptions struct {
+	// Size bounds how many states (key, algorithm, period) the Limiter
+	// remembers what it owes for (default [DefaultReconcileSize]; about
+	// 200 bytes plus the key each, 130 more while a charge is in doubt).
+	// Negative: no reconciliation. What is recorded: the admissions the
+	// local fallback allowed, and every debit, whatever its policy (not
+	// what fail_open allowed). When full, a new state's units are not
+	// recorded.
+	Size int
+	// Bytes bounds the bytes of what is owed (default [DefaultCacheBytes]).
+	Bytes int
+	// Spread is the longest random wait, after the store answers again,
+	// before this node charges the states it has not been asked about
+	// since (default [DefaultReconcileSpread]; negative: no wait). Nodes
+	// coming back together so spread their charges. A state asked about
+	// is charged at once, before the store decides it (after its first
+	// decision, for a store without an exactly-once debit).
+	Spread time.Duration
+}
+
+// reconciler is the reconciliation's state.
+type reconciler struct {
+	debts   *debts      // nil when off
+	once    onceDebiter // the store, if it counts a debit once per id
+	stats   reconcileStats
+	spread  time.Duration
+	running atomic.Bool // the background pass runs
+	mu      sync.Mutex  // guards closed and wg.Add
+	closed  bool        // by Close
+	wg      sync.WaitGroup
+	quit    chan struct{} // closed by Close
+}
 
 // onceDebiter is a store that counts a debit at most once per idempotency
 // id, so that a charge whose outcome is unknown can be sent again with its
@@ -135,7 +172,7 @@ type reconcileStats struct {
 
 // Reconciliation counts, in units of cost, what a Limiter owed the store
 // for what it counted by itself while the store failed, and what became of
-// it (see Options.ReconcileSize).
+// it (see ReconcileOptions).
 type Reconciliation struct {
 	Pending int   // states whose units wait to be charged, are in doubt, or are being charged
 	Charged int64 // units of charges the store confirmed (after a retry included)
@@ -162,17 +199,17 @@ type Reconciliation struct {
 
 // Reconciliation returns the reconciliation's counters; zero when it is off.
 func (l *Limiter) Reconciliation() Reconciliation {
-	if l.debts == nil {
+	if l.rec.debts == nil {
 		return Reconciliation{}
 	}
 	return Reconciliation{
-		Pending:     int(l.debts.n.Load()),
-		Charged:     l.rstats.charged.Load(),
-		Unconfirmed: l.rstats.unconfirmed.Load(),
-		Recovered:   l.rstats.recovered.Load(),
-		Replayed:    l.rstats.replayed.Load(),
-		Dropped:     l.rstats.dropped.Load(),
-		Expired:     l.rstats.expired.Load(),
+		Pending:     int(l.rec.debts.n.Load()),
+		Charged:     l.rec.stats.charged.Load(),
+		Unconfirmed: l.rec.stats.unconfirmed.Load(),
+		Recovered:   l.rec.stats.recovered.Load(),
+		Replayed:    l.rec.stats.replayed.Load(),
+		Dropped:     l.rec.stats.dropped.Load(),
+		Expired:     l.rec.stats.expired.Load(),
 	}
 }
 
@@ -425,18 +462,18 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 
 // owe records that this node counted n units of key under limit by itself.
 func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
-	if l.debts == nil {
+	if l.rec.debts == nil {
 		return
 	}
 	// Not known: full, as the local fallback takes a state it has not
 	// seen to be.
 	full := int64(math.MinInt64)
-	if l.seen != nil {
-		if at, ok := l.seen.fullAt(key, limit); ok {
+	if l.local.seen != nil {
+		if at, ok := l.local.seen.fullAt(key, limit); ok {
 			full = at
 		}
 	}
-	l.debts.add(key, limit, n, l.nodes.Nodes(), full, l.now(), &l.rstats)
+	l.rec.debts.add(key, limit, n, l.local.nodes.Nodes(), full, l.now(), &l.rec.stats)
 }
 
 // decideOwed makes the call c, which decides the states of owed, some of
@@ -456,11 +493,11 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 // must not decide a request no one waits for.
 func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
 	for {
-		charges, waits := l.debts.takeFor(owed, l.now(), l.once != nil, &l.rstats)
+		charges, waits := l.rec.debts.takeFor(owed, l.now(), l.rec.once != nil, &l.rec.stats)
 		switch {
 		case len(charges) == 0 && len(waits) == 0:
 			return c.call(ctx, l)
-		case l.once == nil && len(waits) == 0:
+		case l.rec.once == nil && len(waits) == 0:
 			// One decision per state and node without the debt: a charge
 			// sent first to a store that is failing (a Cluster master
 			// failing over) would be lost.
@@ -477,7 +514,7 @@ func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.R
 				}
 			}
 			return d, nil
-		case l.once == nil:
+		case l.rec.once == nil:
 			l.unsent(charges)
 			charges = nil
 		}
@@ -517,14 +554,14 @@ func (l *Limiter) send(ctx context.Context, j stateCharge) error {
 	if err == nil && j.fresh != nil {
 		fresh, err = l.charge(ctx, j.fresh)
 	}
-	l.debts.settle(j, doubt, fresh, &l.rstats)
+	l.rec.debts.settle(j, doubt, fresh, &l.rec.stats)
 	return err
 }
 
 // unsent gives back charges taken and not sent.
 func (l *Limiter) unsent(charges []stateCharge) {
 	for _, j := range charges {
-		l.debts.settle(j, unsent, unsent, &l.rstats)
+		l.rec.debts.settle(j, unsent, unsent, &l.rec.stats)
 	}
 }
 
@@ -542,29 +579,29 @@ func (l *Limiter) charge(ctx context.Context, c *charge) (outcome, error) {
 	counted := true
 	var err error
 	if c.id != "" {
-		_, counted, err = l.once.DebitOnce(cctx, req, c.id)
+		_, counted, err = l.rec.once.DebitOnce(cctx, req, c.id)
 	} else {
 		_, err = l.store.AllowAll(cctx, []redlimit.Request{req})
 	}
 	switch {
 	case err == nil:
-		l.rstats.charged.Add(c.units)
+		l.rec.stats.charged.Add(c.units)
 		if c.again {
-			l.rstats.recovered.Add(c.units)
+			l.rec.stats.recovered.Add(c.units)
 			if !counted {
-				l.rstats.replayed.Add(c.units)
+				l.rec.stats.replayed.Add(c.units)
 			}
 		}
 		return confirmed, nil
 	case c.again:
 		// Only its id may be sent, whatever this try says.
-		l.rstats.unconfirmed.Add(c.units)
+		l.rec.stats.unconfirmed.Add(c.units)
 		return inDoubt, err
 	}
 	if na, ok := l.store.(notApplier); ok && na.NotApplied(err) {
 		return unsent, err
 	}
-	l.rstats.unconfirmed.Add(c.units)
+	l.rec.stats.unconfirmed.Add(c.units)
 	if c.id == "" {
 		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, not retried", "units", c.units, "err", err)
 	} else {
@@ -586,15 +623,15 @@ func (l *Limiter) kick() { l.kickAfter(0) }
 // kickAfter is kick for a pass that waits a random time up to wait, then
 // up to the spread, before its first charge.
 func (l *Limiter) kickAfter(wait time.Duration) {
-	if l.debts == nil || l.debts.n.Load() == 0 || l.reconciling.Load() {
+	if l.rec.debts == nil || l.rec.debts.n.Load() == 0 || l.rec.running.Load() {
 		return
 	}
-	l.recMu.Lock()
-	defer l.recMu.Unlock()
-	if l.closed || !l.reconciling.CompareAndSwap(false, true) {
+	l.rec.mu.Lock()
+	defer l.rec.mu.Unlock()
+	if l.rec.closed || !l.rec.running.CompareAndSwap(false, true) {
 		return
 	}
-	l.recWG.Add(1)
+	l.rec.wg.Add(1)
 	go l.reconcile(wait)
 }
 
@@ -603,9 +640,9 @@ func (l *Limiter) kickAfter(wait time.Duration) {
 // shard, while the breaker stays closed: a charge in doubt is sent again
 // even if no call to the store follows (a key answered by the deny cache).
 func (l *Limiter) reconcile(wait time.Duration) {
-	defer l.recWG.Done()
+	defer l.rec.wg.Done()
 	defer func() {
-		l.reconciling.Store(false)
+		l.rec.running.Store(false)
 		// What is owed still (units owed after the pass's last take, or
 		// held by another charge then; or all of it, the breaker being
 		// open) starts another pass, after a random wait up to retryPause
@@ -613,14 +650,14 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		// traffic has stopped, no store answer may come to start it. With
 		// exactly-once charges this goes on while the breaker is open, so
 		// that its cool-down ends (mayCharge) and a charge probes.
-		if l.once != nil || l.mayCharge() {
+		if l.rec.once != nil || l.mayCharge() {
 			l.kickAfter(retryPause)
 		}
 	}()
-	if !l.pause(wait) || !l.pause(l.spread) {
+	if !l.pause(wait) || !l.pause(l.rec.spread) {
 		return
 	}
-	from := mrand.N(len(l.debts.shards))
+	from := mrand.N(len(l.rec.debts.shards))
 	for {
 		if !l.mayCharge() {
 			return // the next answer of the store starts it again
@@ -628,9 +665,9 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		// A batch, taken one state at a time: a state taken is busy,
 		// and holds the calls that decide it, until its charge is
 		// settled (see decideOwed).
-		wait := l.spread / 50
+		wait := l.rec.spread / 50
 		for range redlimit.MaxRequests {
-			taken := l.debts.take(1, from, l.now(), l.once != nil, &l.rstats)
+			taken := l.rec.debts.take(1, from, l.now(), l.rec.once != nil, &l.rec.stats)
 			if len(taken) == 0 {
 				return
 			}
@@ -643,7 +680,7 @@ func (l *Limiter) reconcile(wait time.Duration) {
 			err = l.send(context.Background(), taken[0])
 			done(err)
 			if err != nil {
-				wait, from = max(l.spread, retryPause), (from+1)%len(l.debts.shards)
+				wait, from = max(l.rec.spread, retryPause), (from+1)%len(l.rec.debts.shards)
 				break
 			}
 		}
@@ -664,13 +701,13 @@ func (l *Limiter) mayCharge() bool {
 	case gobreaker.StateClosed:
 		return true
 	case gobreaker.StateHalfOpen:
-		return l.once != nil
+		return l.rec.once != nil
 	}
 	return false
 }
 
 // retryPause is the longest random wait of the background reconciliation
-// after a charge failed, when Options.ReconcileSpread is shorter.
+// after a charge failed, when ReconcileOptions.Spread is shorter.
 const retryPause = 100 * time.Millisecond
 
 // pause waits a random time up to d, and reports false if the Limiter is
@@ -684,7 +721,7 @@ func (l *Limiter) pause(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-l.quit:
+	case <-l.rec.quit:
 		return false
 	}
 }

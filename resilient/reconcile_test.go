@@ -68,7 +68,7 @@ func outageLimiter(t *testing.T, opts resilient.Options, wrap func(redlimit.Limi
 	opts.Timeout = cmp.Or(opts.Timeout, 100*time.Millisecond)
 	// The breaker's probe, sent to the frozen Redis, would be counted
 	// there when it resumes: none during the test's local decisions.
-	opts.FailureThreshold, opts.CoolDown = 1, 500*time.Millisecond
+	opts.Breaker.FailureThreshold, opts.Breaker.CoolDown = 1, 500*time.Millisecond
 	return newLimiter(t, store, opts), srv, store
 }
 
@@ -138,7 +138,7 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 			}
 			// LastSeenSize -1: the local fallback admits its whole share,
 			// so that the charge takes the key past its limit.
-			l, srv, store := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: spread}, wrap)
+			l, srv, store := outageLimiter(t, resilient.Options{Fallback: resilient.FallbackOptions{LastSeenSize: -1}, Reconcile: resilient.ReconcileOptions{Spread: spread}}, wrap)
 			ctx := context.Background()
 			lim := redlimit.PerHour(100).FixedWindow()
 			// 80 taken on Redis, on a key no local decision touched: on a
@@ -225,7 +225,7 @@ func (s *gatedCharges) DebitOnce(ctx context.Context, req redlimit.Request, id s
 func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
 	t.Parallel()
 	var gs *gatedCharges
-	l, srv, _ := outageLimiter(t, resilient.Options{Timeout: time.Second, LastSeenSize: -1, ReconcileSpread: time.Hour}, func(s redlimit.Limiter) redlimit.Limiter {
+	l, srv, _ := outageLimiter(t, resilient.Options{Timeout: time.Second, Fallback: resilient.FallbackOptions{LastSeenSize: -1}, Reconcile: resilient.ReconcileOptions{Spread: time.Hour}}, func(s redlimit.Limiter) redlimit.Limiter {
 		gs = &gatedCharges{Store: s.(*redisstore.Store), open: make(chan struct{})}
 		return gs
 	})
@@ -294,7 +294,7 @@ func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
 func TestReconcileChargeFailsBeforeDeciding(t *testing.T) {
 	t.Parallel()
 	var fs *firstChargeFails
-	l, srv, _ := outageLimiter(t, resilient.Options{LastSeenSize: -1, ReconcileSpread: time.Hour}, func(s redlimit.Limiter) redlimit.Limiter {
+	l, srv, _ := outageLimiter(t, resilient.Options{Fallback: resilient.FallbackOptions{LastSeenSize: -1}, Reconcile: resilient.ReconcileOptions{Spread: time.Hour}}, func(s redlimit.Limiter) redlimit.Limiter {
 		fs = &firstChargeFails{Store: s.(*redisstore.Store)}
 		return fs
 	})
@@ -351,7 +351,7 @@ func hasDebit(reqs []redlimit.Request) bool {
 // again (it may have been applied, as here): counted as unconfirmed.
 func TestReconcileChargesAtMostOnce(t *testing.T) {
 	t.Parallel()
-	l, srv, store := outageLimiter(t, resilient.Options{ReconcileSpread: -1}, func(s redlimit.Limiter) redlimit.Limiter { return lostReply{s} })
+	l, srv, store := outageLimiter(t, resilient.Options{Reconcile: resilient.ReconcileOptions{Spread: -1}}, func(s redlimit.Limiter) redlimit.Limiter { return lostReply{s} })
 	ctx := context.Background()
 	lim := redlimit.PerHour(100).FixedWindow()
 	freeze(t, srv, l)
@@ -379,7 +379,7 @@ func TestReconcileChargesAtMostOnce(t *testing.T) {
 // beyond the bound are counted as dropped, the others charged.
 func TestReconcileIsBounded(t *testing.T) {
 	t.Parallel()
-	l, srv, _ := outageLimiter(t, resilient.Options{ReconcileSize: 16, ReconcileSpread: -1}, nil)
+	l, srv, _ := outageLimiter(t, resilient.Options{Reconcile: resilient.ReconcileOptions{Size: 16, Spread: -1}}, nil)
 	lim := redlimit.PerHour(100).SlidingLog()
 	freeze(t, srv, l)
 	before := l.Reconciliation()
@@ -431,7 +431,7 @@ func (s *recording) AllowAll(ctx context.Context, reqs []redlimit.Request) (redl
 
 // TestReconcileSpreadsBatches: nodes that come back together charge in
 // batches of at most MaxRequests states, each node after a random wait up
-// to ReconcileSpread, not all at once.
+// to Reconcile.Spread, not all at once.
 func TestReconcileSpreadsBatches(t *testing.T) {
 	t.Parallel()
 	const nodes, states, spread = 12, 150, 600 * time.Millisecond
@@ -443,7 +443,7 @@ func TestReconcileSpreadsBatches(t *testing.T) {
 		// A charge that times out opens the breaker (threshold 1), and this
 		// store has no DebitOnce, so it is not sent again: a second's
 		// timeout keeps a loaded machine (load average 20) from that.
-		ls[i] = newLimiter(t, recs[i], resilient.Options{Timeout: time.Second, FailureThreshold: 1, CoolDown: 500 * time.Millisecond, ReconcileSpread: spread})
+		ls[i] = newLimiter(t, recs[i], resilient.Options{Timeout: time.Second, Breaker: resilient.BreakerOptions{FailureThreshold: 1, CoolDown: 500 * time.Millisecond}, Reconcile: resilient.ReconcileOptions{Spread: spread}})
 	}
 	ctx := context.Background()
 	lim := redlimit.PerHour(1000).SlidingWindow()

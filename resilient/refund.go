@@ -65,15 +65,15 @@ func (l *Limiter) Refund(ctx context.Context, g *redlimit.Grant, back []int64) e
 		for j, i := range rc.localAt {
 			lb[j] = back[i]
 		}
-		if err := l.fallback.(redlimit.Refunder).Refund(policyContext(ctx), rc.local, lb); err != nil {
+		if err := l.local.lim.(redlimit.Refunder).Refund(policyContext(ctx), rc.local, lb); err != nil {
 			errs = append(errs, fmt.Errorf("resilient: refund in the fallback: %w", err))
-		} else if rc.owed && l.debts != nil {
+		} else if rc.owed && l.rec.debts != nil {
 			// What is given back is no longer owed, as far as it has
 			// not been charged yet (a charge sent keeps it: the strict
 			// side).
 			for _, i := range rc.localAt {
 				if r := g.Requests[i]; back[i] > 0 {
-					l.debts.forgive(r.Key, r.Limit, back[i])
+					l.rec.debts.forgive(r.Key, r.Limit, back[i])
 				}
 			}
 		}

@@ -46,7 +46,7 @@ func TestFailedResetKeepsLocalState(t *testing.T) {
 			ctx := context.Background()
 			srv := redistest.Start(t)
 			l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{
-				Nodes: fixedNodes(2), FailureThreshold: 1, CoolDown: 20 * time.Millisecond, Timeout: time.Second,
+				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 1, CoolDown: 20 * time.Millisecond}, Timeout: time.Second,
 			})
 			key := fmt.Sprint("k", rand.Uint64())
 			c.exhaust(t, l, srv, key)

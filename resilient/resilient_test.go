@@ -188,7 +188,7 @@ func TestBreakerClosesWhenRedisReturns(t *testing.T) {
 func TestDeadlineWhenRedisHangs(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: 30 * time.Millisecond, FailureThreshold: 1000})
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: 30 * time.Millisecond, Breaker: resilient.BreakerOptions{FailureThreshold: 1000}})
 	// The store's timeout is long here, so a cancel comes first however
 	// busy the machine.
 	patient := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: time.Minute})
@@ -331,7 +331,7 @@ func TestBadInputIsAnError(t *testing.T) {
 func TestConformance(t *testing.T) {
 	redlimittest.Run(t, func(t *testing.T, now func() time.Time) redlimit.Limiter {
 		store := redisStore(t, []string{redistest.Shared(t).Addr()}, redisstore.WithClock(now), redisstore.WithTTLMargin(time.Minute))
-		return newLimiter(t, store, resilient.Options{DenyCacheSize: -1, Timeout: time.Second})
+		return newLimiter(t, store, resilient.Options{DenyCache: resilient.DenyCacheOptions{Size: -1}, Timeout: time.Second})
 	})
 }
 
@@ -382,12 +382,12 @@ func TestDenyCacheFollowsTheState(t *testing.T) {
 	}
 }
 
-// TestDenyCacheSizeIsATotal: DenyCacheSize bounds the entries of the whole
+// TestDenyCacheSizeIsATotal: DenyCache.Size bounds the entries of the whole
 // cache, however small.
 func TestDenyCacheSizeIsATotal(t *testing.T) {
 	t.Parallel()
 	for _, size := range []int{1, 5, 17} {
-		l := newLimiter(t, redisStore(t, []string{redistest.Shared(t).Addr()}), resilient.Options{DenyCacheSize: size, Timeout: 5 * time.Second})
+		l := newLimiter(t, redisStore(t, []string{redistest.Shared(t).Addr()}), resilient.Options{DenyCache: resilient.DenyCacheOptions{Size: size}, Timeout: 5 * time.Second})
 		ctx := context.Background()
 		lim := redlimit.PerHour(1).FixedWindow()
 		const keys = 40
@@ -413,7 +413,7 @@ func TestProbeIsJudgedByTheStoreTimeout(t *testing.T) {
 	srv := redistest.Start(t, "--enable-debug-command", "yes")
 	// A store timeout far above the probe's 200 ms, so that a loaded
 	// machine cannot push the probe's answer past it.
-	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: 3 * time.Second, CoolDown: 50 * time.Millisecond})
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: 3 * time.Second, Breaker: resilient.BreakerOptions{CoolDown: 50 * time.Millisecond}})
 	lim := redlimit.PerHour(1000).SlidingWindow().OnFailure(redlimit.FailClosed)
 	short := func() (redlimit.Result, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -459,7 +459,7 @@ func TestProbeIsJudgedByTheStoreTimeout(t *testing.T) {
 func TestFallbackStartsFromWhatTheStoreSaid(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Nodes: fixedNodes(4), DenyCacheSize: -1, Timeout: 5 * time.Second})
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Nodes: fixedNodes(4), DenyCache: resilient.DenyCacheOptions{Size: -1}, Timeout: 5 * time.Second})
 	ctx := context.Background()
 	limits := []redlimit.Limit{
 		redlimit.PerHour(100).SlidingWindow(),
@@ -511,7 +511,7 @@ func TestFallbackStartsFromWhatTheStoreSaid(t *testing.T) {
 // TestLastSeenIsBounded: LastSeenSize bounds the states remembered.
 func TestLastSeenIsBounded(t *testing.T) {
 	t.Parallel()
-	l := newLimiter(t, redisStore(t, []string{redistest.Shared(t).Addr()}), resilient.Options{LastSeenSize: 10, Timeout: 5 * time.Second})
+	l := newLimiter(t, redisStore(t, []string{redistest.Shared(t).Addr()}), resilient.Options{Fallback: resilient.FallbackOptions{LastSeenSize: 10}, Timeout: 5 * time.Second})
 	for i := range 100 {
 		if _, err := l.Allow(context.Background(), fmt.Sprint("k", i), redlimit.PerHour(5)); err != nil {
 			t.Fatal(err)
@@ -528,7 +528,7 @@ func TestLastSeenIsBounded(t *testing.T) {
 func TestFallbackForgetsWhatHasDrained(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Nodes: fixedNodes(4), DenyCacheSize: -1, Timeout: 5 * time.Second})
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Nodes: fixedNodes(4), DenyCache: resilient.DenyCacheOptions{Size: -1}, Timeout: 5 * time.Second})
 	ctx := context.Background()
 	lim := redlimit.Per(20, 300*time.Millisecond).FixedWindow()
 	if r, err := l.AllowN(ctx, "k", lim, 20); err != nil || !r.Allowed {

@@ -55,7 +55,7 @@ func TestSettlingEndsClockBehindStart(t *testing.T) {
 	now := func() time.Time { return time.Now().UTC().Add(-time.Duration(back.Load())) }
 	var down atomic.Bool
 	const settle = 200 * time.Millisecond
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Now: now, Settle: settle})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Now: now, Fallback: resilient.FallbackOptions{Settle: settle}})
 	back.Store(int64(time.Hour))
 	lim := redlimit.PerHour(2).SlidingLog()
 	down.Store(true)

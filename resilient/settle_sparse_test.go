@@ -152,7 +152,7 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 			opts := resilient.Options{
 				Nodes: fixedNodes(4), Timeout: timeout,
 				// A timeout never opens the breaker: 3 in a row would.
-				FailureThreshold: 3, CoolDown: 20 * time.Millisecond, ReconcileSpread: -1,
+				Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 20 * time.Millisecond}, Reconcile: resilient.ReconcileOptions{Spread: -1},
 			}
 			opened := recordOpen(&opts)
 			l := newLimiter(t, switchable{redisStore(t, []string{proxy.addr}), &down}, opts)

@@ -56,7 +56,7 @@ func settlingNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option,
 	if prefix != nil {
 		popts = append(popts, prefix)
 	}
-	opts.FailureThreshold, opts.CoolDown, opts.ReconcileSpread = 1, 20*time.Millisecond, -1
+	opts.Breaker.FailureThreshold, opts.Breaker.CoolDown, opts.Reconcile.Spread = 1, 20*time.Millisecond, -1
 	// Only the failures down makes count: a busy host outlasts 50 ms,
 	// and a charge cut off by its timeout is in doubt.
 	opts.Timeout = 10 * time.Second
@@ -84,7 +84,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 			var downA, downB atomic.Bool
 			prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for both nodes
 			node := func(down *atomic.Bool) *resilient.Limiter {
-				return settlingNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Settle: c.settle})
+				return settlingNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: c.settle}})
 			}
 			a, b := node(&downA), node(&downB)
 			downA.Store(true)
@@ -130,7 +130,7 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Settle: time.Hour})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: time.Hour}})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 10)
 	down.Store(false)
@@ -208,7 +208,7 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 				prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for all nodes
 				for i := range nodes {
 					downs[i] = new(atomic.Bool)
-					nodes[i] = settlingNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), Settle: settle, DenyCacheSize: -1})
+					nodes[i] = settlingNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), DenyCache: resilient.DenyCacheOptions{Size: -1}, Fallback: resilient.FallbackOptions{Settle: settle}})
 				}
 				admitted := 0
 				decide := func(i, tries int) {
@@ -271,7 +271,7 @@ func TestSettleLeavesTheProbe(t *testing.T) {
 	lim := redlimit.PerHour(100).SlidingLog()
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Settle: time.Hour})
+	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: time.Hour}})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 50)
 	down.Store(false)
@@ -339,8 +339,7 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 			// A Timeout no call of a busy machine reaches: only the
 			// failures the store makes up count.
 			opts := resilient.Options{
-				Nodes: fixedNodes(2), Settle: settle, Timeout: 10 * time.Second,
-				FailureThreshold: 3, CoolDown: 20 * time.Millisecond, ReconcileSpread: -1,
+				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 20 * time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: settle}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: 10 * time.Second,
 			}
 			opened := recordOpen(&opts)
 			a := newLimiter(t, store, opts)

@@ -11,11 +11,14 @@ import (
 	"github.com/redlimit/redlimit/shadow"
 )
 
-// Applied is a rule that applies to one request, with its limiter key.
+// Applied is a rule that applies to one request, with its limiter key, limit
+// and cost for that request.
 type Applied[R any] struct {
 	Rule  *Rule[R]
-	Index int    // the rule's position in its set
-	Key   string // the limiter key: rule name, ':', the key function's key
+	Index int            // the rule's position in its set
+	Key   string         // the limiter key: rule name, ':', the key function's key
+	Limit redlimit.Limit // the rule's Limit, or what its LimitFunc chose
+	Cost  int64          // the rule's Cost, or what its CostFunc chose
 }
 
 // A Verdict is what the rules decided for one request.
@@ -41,7 +44,7 @@ func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Log
 	roles := make([]shadow.Role, len(applied))
 	onlyShadow := true
 	for i, a := range applied {
-		reqs[i] = redlimit.Request{Key: a.Key, Limit: a.Rule.Limit, Cost: a.Rule.Cost}
+		reqs[i] = redlimit.Request{Key: a.Key, Limit: a.Limit, Cost: a.Cost}
 		if a.Rule.Shadow {
 			roles[i] = shadow.Shadow
 		}
@@ -60,7 +63,7 @@ func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Log
 		if res := d.Results[i]; a.Rule.Shadow && res.Denied() {
 			log.LogAttrs(ctx, slog.LevelInfo, s.kind.Pkg+": shadow rule would deny", append(attrs,
 				slog.String("rule", a.Rule.Name),
-				slog.String("limit", a.Rule.Limit.String()),
+				slog.String("limit", a.Limit.String()),
 				slog.String("key", a.Key),
 				slog.Duration("retry_after", res.RetryAfter))...)
 		}
@@ -78,7 +81,7 @@ func (v *Verdict[R]) Quotas() []ratelimitfield.Quota {
 	q := make([]ratelimitfield.Quota, 0, len(v.Applied))
 	for i, a := range v.Applied {
 		if !a.Rule.Shadow {
-			q = append(q, ratelimitfield.Quota{Name: a.Rule.Name, Limit: a.Rule.Limit, Result: v.Results[i]})
+			q = append(q, ratelimitfield.Quota{Name: a.Rule.Name, Limit: a.Limit, Result: v.Results[i]})
 		}
 	}
 	return q

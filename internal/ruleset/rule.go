@@ -40,13 +40,21 @@ type Rule[R any] struct {
 	// Name identifies the rule: 1 to MaxNameLen ASCII letters, digits,
 	// '.', '_' and '-', unique in a set. It begins the rule's limiter keys.
 	Name string
-	// Limit is how much a key may do.
+	// Limit is how much a key may do, unless LimitFunc is set.
 	Limit redlimit.Limit
+	// LimitFunc, if not nil, chooses the limit of each request instead.
+	LimitFunc func(R) (redlimit.Limit, error)
 	// Key returns the key a request counts under, or an error wrapping
 	// [ErrNoKey] when the rule does not apply to it.
 	Key func(R) (string, error)
-	// Cost is what one request costs, 1..Limit.Max(); 0 means 1.
+	// Cost is what one request costs, 1..Limit.Max(); 0 means 1. It is
+	// used unless CostFunc is set.
 	Cost int64
+	// CostFunc, if not nil, chooses the cost of each request instead.
+	CostFunc func(R) (int64, error)
+	// Route, if not empty, limits the rule to the requests whose route,
+	// as the caller of Apply finds it, is Route.
+	Route string
 	// Shadow makes the rule a dry run: decided and counted as package
 	// shadow says, never denying.
 	Shadow bool
@@ -93,14 +101,31 @@ func validate[R any](k *Kind, r Rule[R]) (Rule[R], error) {
 	if err := validName(k, r.Name); err != nil {
 		return r, err
 	}
-	if err := r.Limit.Validate(); err != nil {
-		return r, fmt.Errorf("%s: rule %q: %w", k.Pkg, r.Name, err)
-	}
 	if r.Key == nil {
 		return r, fmt.Errorf("%w: rule %q has no key function", k.ErrInvalidRule, r.Name)
 	}
+	if r.LimitFunc != nil {
+		if r.Limit != (redlimit.Limit{}) {
+			return r, fmt.Errorf("%w: rule %q has both a Limit and a LimitFunc", k.ErrInvalidRule, r.Name)
+		}
+	} else if err := r.Limit.Validate(); err != nil {
+		return r, fmt.Errorf("%s: rule %q: %w", k.Pkg, r.Name, err)
+	}
+	if r.CostFunc != nil {
+		if r.Cost != 0 {
+			return r, fmt.Errorf("%w: rule %q has both a Cost and a CostFunc", k.ErrInvalidRule, r.Name)
+		}
+		return r, nil
+	}
 	if r.Cost == 0 {
 		r.Cost = 1
+	}
+	if r.LimitFunc != nil {
+		// The limit is known per request; a cost above it is denied then.
+		if r.Cost < 1 || r.Cost > redlimit.MaxCost {
+			return r, fmt.Errorf("%w: rule %q: cost %d is not in 1..%d", k.ErrInvalidRule, r.Name, r.Cost, int64(redlimit.MaxCost))
+		}
+		return r, nil
 	}
 	if r.Cost < 1 || r.Cost > r.Limit.Max() {
 		return r, fmt.Errorf("%w: rule %q: cost %d is not in 1..%d, so no %s could pass", k.ErrInvalidRule, r.Name, r.Cost, r.Limit.Max(), k.Unit)
@@ -124,25 +149,24 @@ func validName(k *Kind, name string) error {
 	return nil
 }
 
-// errEmptyKey is the error of a key function that returned an empty key.
-var errEmptyKey = errors.New("the key function returned an empty key")
-
-// Apply keys req by every rule of s and returns those that apply to it, in
-// order, each with its limiter key: the rule's name, ':' and the key. A rule
-// whose key function returns an error wrapping [ErrNoKey] does not
-// apply. Any other error, or an empty key, stops Apply, which returns the
-// rule and the error: the request cannot be decided. A shadow rule is a dry
-// run, which never refuses a request: its error does not stop Apply, the
-// rule does not apply, and shadowKeyErr (if not nil) is called with the
-// rule and the error, to log it.
-func (s *Set[R]) Apply(req R, shadowKeyErr func(*Rule[R], error)) ([]Applied[R], *Rule[R], error) {
+// Apply keys req by every rule of s whose Route is empty or route, and
+// returns those that apply to it, in order, each with its limiter key (the
+// rule's name, ':' and the key), its limit and its cost. A rule whose key,
+// limit or cost function returns an error wrapping [ErrNoKey] does not
+// apply. Any other error, an empty key, a bad limit or a cost outside
+// 1..[redlimit.MaxCost] stops Apply, which returns the rule and the error:
+// the request cannot be decided. A shadow rule is a dry run, which never
+// refuses a request: its error does not stop Apply, the rule does not
+// apply, and shadowKeyErr (if not nil) is called with the rule and the
+// error, to log it.
+func (s *Set[R]) Apply(req R, route string, shadowKeyErr func(*Rule[R], error)) ([]Applied[R], *Rule[R], error) {
 	applied := make([]Applied[R], 0, len(s.Rules))
 	for i := range s.Rules {
 		rule := &s.Rules[i]
-		k, err := rule.Key(req)
-		if err == nil && k == "" {
-			err = errEmptyKey
+		if rule.Route != "" && rule.Route != route {
+			continue
 		}
+		a, err := rule.apply(req)
 		if err != nil {
 			if errors.Is(err, ErrNoKey) {
 				continue
@@ -155,7 +179,45 @@ func (s *Set[R]) Apply(req R, shadowKeyErr func(*Rule[R], error)) ([]Applied[R],
 			}
 			return nil, rule, err
 		}
-		applied = append(applied, Applied[R]{Rule: rule, Index: i, Key: rule.Name + ":" + k})
+		a.Index = i
+		applied = append(applied, a)
 	}
 	return applied, nil, nil
+}
+
+// Errors of a request's limit or cost, which Apply wraps.
+var (
+	errEmptyKey = errors.New("the key function returned an empty key")
+	errLimit    = errors.New("the limit function failed")
+	errCost     = errors.New("the cost function failed")
+)
+
+// apply keys req by r and chooses its limit and cost.
+func (r *Rule[R]) apply(req R) (Applied[R], error) {
+	a := Applied[R]{Rule: r, Limit: r.Limit, Cost: r.Cost}
+	k, err := r.Key(req)
+	if err != nil {
+		return a, err
+	}
+	if k == "" {
+		return a, errEmptyKey
+	}
+	a.Key = r.Name + ":" + k
+	if r.LimitFunc != nil {
+		if a.Limit, err = r.LimitFunc(req); err != nil {
+			return a, fmt.Errorf("%w: %w", errLimit, err)
+		}
+		if err := a.Limit.Validate(); err != nil {
+			return a, err
+		}
+	}
+	if r.CostFunc != nil {
+		if a.Cost, err = r.CostFunc(req); err != nil {
+			return a, fmt.Errorf("%w: %w", errCost, err)
+		}
+		if a.Cost < 1 || a.Cost > redlimit.MaxCost {
+			return a, fmt.Errorf("%w: %d is not in 1..%d", redlimit.ErrInvalidCost, a.Cost, int64(redlimit.MaxCost))
+		}
+	}
+	return a, nil
 }

@@ -105,7 +105,7 @@ func TestApply(t *testing.T) {
 	t.Parallel()
 	l := redlimit.PerMinute(5)
 	s := newSet(t, rule("a", l, false), rule("b", l, true), rule("c", l, false))
-	applied, bad, err := s.Apply(req{"a": "x", "c": "y"}, nil)
+	applied, bad, err := s.Apply(req{"a": "x", "c": "y"}, "", nil)
 	if err != nil || bad != nil {
 		t.Fatalf("Apply: %v, %v", bad, err)
 	}
@@ -121,11 +121,11 @@ func TestApply(t *testing.T) {
 	s = newSet(t, rule("a", l, false),
 		ruleset.Rule[req]{Name: "b", Limit: l, Key: func(req) (string, error) { return "", boom }},
 		ruleset.Rule[req]{Name: "c", Limit: l, Key: func(req) (string, error) { return "", nil }})
-	if _, bad, err := s.Apply(req{}, nil); !errors.Is(err, boom) || bad == nil || bad.Name != "b" {
+	if _, bad, err := s.Apply(req{}, "", nil); !errors.Is(err, boom) || bad == nil || bad.Name != "b" {
 		t.Errorf("failing key: %v, %v; want rule b and boom", bad, err)
 	}
 	s = newSet(t, ruleset.Rule[req]{Name: "c", Limit: l, Key: func(req) (string, error) { return "", nil }})
-	if _, bad, err := s.Apply(req{}, nil); err == nil || bad == nil || bad.Name != "c" {
+	if _, bad, err := s.Apply(req{}, "", nil); err == nil || bad == nil || bad.Name != "c" {
 		t.Errorf("empty key: %v, %v; want rule c and an error", bad, err)
 	}
 }
@@ -142,7 +142,7 @@ func TestDecide(t *testing.T) {
 		rule("big", redlimit.PerMinute(100), true))
 	r := req{"loose": "k", "tight": "k", "small": "k", "big": "k"}
 	for i := range 4 {
-		applied, _, err := s.Apply(r, nil)
+		applied, _, err := s.Apply(r, "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +186,7 @@ func TestDecide(t *testing.T) {
 	s = newSet(t, rule("over", redlimit.PerMinute(1), true), rule("fine", redlimit.PerMinute(5), true))
 	r = req{"over": "k2", "fine": "k2"}
 	for range 2 {
-		applied, _, _ := s.Apply(r, nil)
+		applied, _, _ := s.Apply(r, "", nil)
 		v, err := s.Decide(ctx, lim, log, applied, nil)
 		if err != nil || !v.Allowed || v.RetryAfter != 0 || len(v.Quotas()) != 0 {
 			t.Fatalf("shadow only: %+v, %v", v, err)
@@ -216,7 +216,7 @@ func TestDecideErrors(t *testing.T) {
 		for _, lim := range []badLimiter{{}, {err: boom}} {
 			log, buf := rulesettest.NewLogger()
 			s := newSet(t, rule("a", l, shadow))
-			applied, _, _ := s.Apply(req{"a": "k"}, nil)
+			applied, _, _ := s.Apply(req{"a": "k"}, "", nil)
 			v, err := s.Decide(ctx, lim, log, applied, nil)
 			want := redlimit.ErrBadReply
 			if lim.err != nil {
@@ -280,5 +280,89 @@ func TestKeys(t *testing.T) {
 	keys[1] = a
 	if got, _ := c(req{"a": "x", "b": "y"}); got != "x|y" {
 		t.Errorf("Compose after the caller changed its list: %q", got)
+	}
+}
+
+// TestApplyPerRequest checks the limit, cost and route each request gets,
+// and which bad input stops Apply, and which skips a rule.
+func TestApplyPerRequest(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	// The request's "limit" entry is a count a minute; "cost" its cost.
+	limitOf := func(r req) (redlimit.Limit, error) {
+		switch v := r["limit"]; v {
+		case "":
+			return redlimit.Limit{}, boom
+		case "none":
+			return redlimit.Limit{}, fmt.Errorf("%w: no plan", errNoKey)
+		default:
+			var n int64
+			fmt.Sscan(v, &n)
+			return redlimit.PerMinute(n), nil
+		}
+	}
+	costOf := func(r req) (int64, error) {
+		var n int64
+		if _, err := fmt.Sscan(r["cost"], &n); err != nil {
+			return 0, boom
+		}
+		return n, nil
+	}
+	s := newSet(t,
+		ruleset.Rule[req]{Name: "plan", Key: byName("k"), LimitFunc: limitOf, CostFunc: costOf},
+		ruleset.Rule[req]{Name: "route", Route: "GET /x", Limit: redlimit.PerMinute(5), Key: byName("k")},
+	)
+	tests := []struct {
+		name    string
+		r       req
+		route   string
+		applied string // "name key limit cost" of each applied rule
+		is      error  // what the error wraps, from rule plan
+	}{
+		{"chosen", req{"k": "a", "limit": "100", "cost": "7"}, "", "[plan plan:a 100/1m sliding_window 7]", nil},
+		{"route", req{"k": "a", "limit": "100", "cost": "1"}, "GET /x", "[plan plan:a 100/1m sliding_window 1 route route:a 5/1m sliding_window 1]", nil},
+		{"cost above the limit", req{"k": "a", "limit": "10", "cost": "11"}, "", "[plan plan:a 10/1m sliding_window 11]", nil},
+		{"no plan skips", req{"k": "a", "limit": "none", "cost": "1"}, "GET /x", "[route route:a 5/1m sliding_window 1]", nil},
+		{"no key skips", req{"limit": "", "cost": ""}, "", "[]", nil},
+		{"limit fails", req{"k": "a", "cost": "1"}, "", "", boom},
+		{"bad limit", req{"k": "a", "limit": "-3", "cost": "1"}, "", "", redlimit.ErrInvalidLimit},
+		{"cost fails", req{"k": "a", "limit": "10", "cost": "x"}, "", "", boom},
+		{"cost 0", req{"k": "a", "limit": "10", "cost": "0"}, "", "", redlimit.ErrInvalidCost},
+		{"cost above MaxCost", req{"k": "a", "limit": "10", "cost": fmt.Sprint(int64(redlimit.MaxCost) + 1)}, "", "", redlimit.ErrInvalidCost},
+	}
+	for _, tt := range tests {
+		applied, bad, err := s.Apply(tt.r, tt.route, nil)
+		if tt.is != nil {
+			if !errors.Is(err, tt.is) || bad == nil || bad.Name != "plan" {
+				t.Errorf("%s: %v, %v; want rule plan and %v", tt.name, bad, err, tt.is)
+			}
+			continue
+		}
+		got := []string{}
+		for _, a := range applied {
+			got = append(got, a.Rule.Name, a.Key, a.Limit.String(), fmt.Sprint(a.Cost))
+		}
+		if err != nil || fmt.Sprint(got) != tt.applied {
+			t.Errorf("%s: %v, %v; want %s", tt.name, got, err, tt.applied)
+		}
+	}
+
+	// A shadow rule's bad input skips it, and is reported.
+	sh := newSet(t, ruleset.Rule[req]{Name: "plan", Key: byName("k"), LimitFunc: limitOf, Shadow: true})
+	var reported error
+	applied, bad, err := sh.Apply(req{"k": "a"}, "", func(_ *ruleset.Rule[req], err error) { reported = err })
+	if len(applied) != 0 || bad != nil || err != nil || !errors.Is(reported, boom) {
+		t.Errorf("shadow: %v, %v, %v, reported %v", applied, bad, err, reported)
+	}
+
+	// New refuses a fixed value beside its function.
+	for _, r := range []ruleset.Rule[req]{
+		{Name: "a", Key: byName("k"), Limit: redlimit.PerMinute(5), LimitFunc: limitOf},
+		{Name: "a", Key: byName("k"), Limit: redlimit.PerMinute(5), Cost: 1, CostFunc: costOf},
+		{Name: "a", Key: byName("k"), LimitFunc: limitOf, Cost: int64(redlimit.MaxCost) + 1},
+	} {
+		if _, err := ruleset.New(kind, []ruleset.Rule[req]{r}); !errors.Is(err, errInvalid) {
+			t.Errorf("%+v: %v, want errInvalid", r, err)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
@@ -26,6 +27,7 @@ type Stores struct {
 	Redis  *redisstore.Store
 	Server *redistest.Server // the Redis server: redistest.Shared
 	Prefix string            // the Redis store's key prefix, of this test's own
+	now    func() time.Time
 }
 
 // NewStores returns a memory store and a Redis store on the shared server,
@@ -57,7 +59,35 @@ func NewStores(t testing.TB, pkg string, now func() time.Time) Stores {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Stores{Memory: mem, Redis: rs, Server: srv, Prefix: prefix}
+	return Stores{Memory: mem, Redis: rs, Server: srv, Prefix: prefix, now: now}
+}
+
+// RedisClients returns n more Redis stores on s's server and prefix, each
+// with a client of its own, as n processes sharing s.Redis's keys.
+func (s Stores) RedisClients(t testing.TB, n int) []*redisstore.Store {
+	t.Helper()
+	opts := []redisstore.Option{redisstore.WithPrefix(s.Prefix)}
+	if s.now != nil {
+		opts = append(opts, redisstore.WithClock(s.now))
+	}
+	out := make([]*redisstore.Store, n)
+	for i := range out {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Server.Addr()}, DisableCache: true})
+		if err != nil {
+			t.Fatalf("rueidis client: %v", err)
+		}
+		t.Cleanup(c.Close)
+		if out[i], err = redisstore.New(c, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// Plans are the tiers of the per-request tests: a plan chooses a limit.
+var Plans = map[string]redlimit.Limit{
+	"free": redlimit.PerMinute(100),
+	"pro":  redlimit.PerMinute(10_000),
 }
 
 // FixedNow returns a clock that stands still at the current second: limits

@@ -123,7 +123,13 @@ func (l Loader) Load(ctx context.Context, path string) (*Config, error) {
 		}
 		domains = append(domains, d)
 	}
-	if l.MergeDomains {
+	return assemble(domains, errs, l.MergeDomains)
+}
+
+// assemble returns the configuration of the parsed domains, merged as
+// Loader.MergeDomains if mergeAll, or errs with the problems it finds.
+func assemble(domains []*Domain, errs []error, mergeAll bool) (*Config, error) {
+	if mergeAll {
 		var merr []error
 		domains, merr = merge(domains)
 		errs = append(errs, merr...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -102,8 +103,12 @@ type Options struct {
 	// unit_multiplier: the longest a key's state made by an override is
 	// kept (default [DefaultMaxOverridePeriod], a year).
 	MaxOverridePeriod time.Duration
-	// Observer receives every decision, for metrics (default: none).
+	// Observer receives every decision, for metrics (default: none). One
+	// that implements [HitCounter] also gets envoyproxy/ratelimit's counts.
 	Observer Observer
+	// NearLimitRatio is where near_limit starts, as a fraction of a
+	// limit ([HitCounter]; default [DefaultNearLimitRatio]). It is in (0, 1].
+	NearLimitRatio float64
 	// Trace, when not nil, is called at the end of every Decide, on its
 	// goroutine, with the request's context, the request and what Decide
 	// returned, to annotate the request's trace span (see
@@ -147,6 +152,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Overrides > OverridesRefuse {
 		return o, fmt.Errorf("rls: unknown Options.Overrides %d", o.Overrides)
+	}
+	if o.NearLimitRatio < 0 || o.NearLimitRatio > 1 || math.IsNaN(o.NearLimitRatio) {
+		return o, fmt.Errorf("rls: Options.NearLimitRatio %v is not in (0, 1]", o.NearLimitRatio)
+	}
+	if o.NearLimitRatio == 0 {
+		o.NearLimitRatio = DefaultNearLimitRatio
 	}
 	if o.MaxOverridePeriod < 0 {
 		return o, fmt.Errorf("rls: negative Options.MaxOverridePeriod")

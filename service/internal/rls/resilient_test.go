@@ -29,7 +29,7 @@ func (down) Reset(context.Context, string, redlimit.Limit) error { return errDow
 // every descriptor says which path decided it.
 func TestFailurePolicies(t *testing.T) {
 	t.Parallel()
-	rl, err := resilient.New(down{}, resilient.Options{DenyCacheSize: -1})
+	rl, err := resilient.New(down{}, resilient.Options{DenyCache: resilient.DenyCacheOptions{Size: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

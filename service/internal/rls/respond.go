@@ -40,6 +40,9 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 		} else {
 			s.opts.Observer.Descriptor(req.Domain, it.label, outcome, it.res.Source, req.Descriptors[it.desc].Entries)
 		}
+		if s.hits != nil {
+			s.hits.Hits(req.Domain, it.label, envoyHitsOf(it.cost, it.limit.Max(), it.res, it.shadow, s.opts.NearLimitRatio))
+		}
 	}
 	if p.denied {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT

@@ -32,6 +32,7 @@ type Service struct {
 	setMu sync.Mutex
 
 	detailed detailedLabels
+	hits     HitCounter // the observer's, or nil
 }
 
 var _ pb.RateLimitServiceServer = (*Service)(nil)
@@ -43,7 +44,9 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{opts: o}, nil
+	s := &Service{opts: o}
+	s.hits, _ = o.Observer.(HitCounter)
+	return s, nil
 }
 
 // SetConfig makes c the configuration of every request that starts from now

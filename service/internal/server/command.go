@@ -231,8 +231,13 @@ func serve(args []string, stdout, stderr io.Writer, asRatelimit bool) int {
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve runtime profiles under /debug/pprof/ on the HTTP address (keep it private; cmdline is not served,\nit would show secrets given on the command line)")
 	fs.StringVar(&logFormat, "log-format", "text", "log `format`: text or json")
 	fs.TextVar(&logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	registerEnvoyStatsFlags(fs, &o)
 	fs.Usage = func() {} // the error is printed by Parse; --help below
 
+	if err := setEnvoyStatsEnv(fs, os.LookupEnv); err != nil {
+		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)
+		return 2
+	}
 	notes, err := fromEnvoyEnv(fs, os.LookupEnv, asRatelimit)
 	if err != nil {
 		fmt.Fprintf(stderr, "redlimit serve: %v\n", err)

@@ -70,7 +70,7 @@ var envoyVars = []envoyVar{
 	{name: "RUNTIME_WATCH_ROOT", unused: "the rule directory is always watched, through every symbolic link on its path"},
 	{name: "RUNTIME_IGNOREDOTFILES", unused: "files whose names start with a dot are always ignored"},
 	{name: "MERGE_DOMAIN_CONFIG", flags: []string{"merge-domains"}},
-	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", unused: otherPart},
+	{name: "FORCE_START_WITHOUT_INITIAL_CONFIG", unused: "serve always starts before the xDS server's first update; /readyz answers ready once it applied"},
 	{name: "CONFIG_TYPE", unused: otherPart},
 	// Redis.
 	{name: "BACKEND_TYPE", flags: []string{"redis"}},

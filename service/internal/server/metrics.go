@@ -52,6 +52,13 @@ import (
 // redlimit_store_duration_seconds, redlimit_store_errors_total and
 // redlimit_reconcile_*. The backend metrics above time every call to the
 // limiter, with or without Redis; the store's, each call to Redis.
+//
+// With Options.EnvoyMetrics, envoyproxy/ratelimit's series too
+// (envoymetrics.go):
+//
+//	ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}{domain,key1,key2}
+//	                                                      hits per rule, as its base limiter counts them; key1 and key2
+//	                                                      are the rule label's next parts ("" when it has none)
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	requestTime prometheus.Histogram

@@ -17,7 +17,13 @@ import (
 // lead now. It is safe for concurrent use. A reload in progress
 // when the server starts shutting down is abandoned: Reload then returns an
 // error at once, and the load, left to finish on its own, changes nothing.
+// With rules from xDS (Options.XDS), Reload does nothing: updates come
+// from the xDS server.
 func (s *Server) Reload() error {
+	if s.xds != nil {
+		s.log.Info("the rules come from xDS: nothing to reload", "source", s.configSource())
+		return nil
+	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	if w := s.watcher.Load(); w != nil {
@@ -79,7 +85,7 @@ func (s *Server) setConfig(cfg *config.Config) {
 	if s.metrics != nil {
 		s.metrics.Reloaded(n)
 	}
-	s.log.Info("configuration loaded", "path", s.opts.ConfigPath, "files", len(cfg.Files), "domains", domainNames(cfg), "rules", n)
+	s.log.Info("configuration loaded", "path", s.configSource(), "files", len(cfg.Files), "domains", domainNames(cfg), "rules", n)
 }
 
 func domainNames(cfg *config.Config) []string {

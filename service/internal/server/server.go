@@ -34,6 +34,7 @@ import (
 	"github.com/redlimit/redlimit/service/internal/tlsreload"
 	"github.com/redlimit/redlimit/service/internal/tracing"
 	"github.com/redlimit/redlimit/service/internal/version"
+	"github.com/redlimit/redlimit/service/internal/xds"
 )
 
 // Defaults of [Options].
@@ -166,7 +167,7 @@ type Options struct {
 	// overrides no rule matches.
 	DefaultAlgorithm redlimit.Algorithm
 	// DenyCacheBytes bounds the bytes of the in-process cache of denials
-	// (resilient.Options.CacheBytes); NoDenyCache turns that cache off, so
+	// (resilient.DenyCacheOptions.Bytes); NoDenyCache turns that cache off, so
 	// that every decision reaches Redis. Both apply with Redis only.
 	DenyCacheBytes int
 	NoDenyCache    bool
@@ -249,6 +250,30 @@ type Options struct {
 	// /debug/pprof/ on the HTTP address. Off by default: profiles reveal
 	// internals and cost CPU, keep the address private.
 	Pprof bool
+	// EnvoyMetrics counts hits as envoyproxy/ratelimit does and serves
+	// the series its default statsd mapper makes, beside redlimit's own:
+	// ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,
+	// within_limit,shadow_mode}{domain,key1,key2} (USE_PROMETHEUS).
+	EnvoyMetrics bool
+	// PrometheusAddr, when set, serves the metrics at PrometheusPath
+	// (default /metrics) on this address too (PROMETHEUS_ADDR,
+	// PROMETHEUS_PATH).
+	PrometheusAddr, PrometheusPath string
+	// NearLimitRatio is where near_limit starts, a fraction of each limit
+	// (default rls.DefaultNearLimitRatio; NEAR_LIMIT_RATIO).
+	NearLimitRatio float64
+	// StatsdAddr, when set, sends envoyproxy/ratelimit's per-rule counters
+	// to this statsd server (host:port, over TCP as envoyproxy/ratelimit
+	// does) every StatsFlushInterval (default [DefaultStatsFlushInterval]),
+	// named ratelimit.service.rate_limit.<rule>.<stat>, each name ending
+	// with StatsdTags as ".__key=value" (USE_STATSD, STATSD_HOST,
+	// STATSD_PORT, STATS_FLUSH_INTERVAL, EXTRA_TAGS).
+	StatsdAddr         string
+	StatsdTags         map[string]string
+	StatsFlushInterval time.Duration
+	// XDS, with its ServerURL set, takes the rules from an xDS server
+	// instead of ConfigPath.
+	XDS XDSOptions
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 
@@ -283,6 +308,12 @@ type Server struct {
 	resilient *resilient.Limiter   // nil on memory
 	mem       *memory.Store        // nil on Redis
 	fallback  *memory.Store        // the local fallback on Redis; nil on memory
+
+	xds    *xds.Client  // nil without Options.XDS
+	envoy  *envoyStats  // nil without EnvoyMetrics and statsd
+	statsd *statsd      // nil without StatsdAddr
+	promLn net.Listener // PrometheusAddr's; nil without it
+	prom   *http.Server // nil without PrometheusAddr
 
 	tls     *tlsreload.Reloader // nil without TLS
 	tracing *tracing.Tracing    // nil without tracing
@@ -327,8 +358,12 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 			s.Close()
 		}
 	}()
-	cfg, err := s.load(ctx)
-	if err != nil {
+	var cfg *config.Config // none until the first xDS update
+	if s.opts.XDS.ServerURL != "" {
+		if err := s.newXDS(); err != nil {
+			return nil, err
+		}
+	} else if cfg, err = s.load(ctx); err != nil {
 		return nil, fmt.Errorf("server: loading the configuration: %w", err)
 	}
 	s.registry = prometheus.NewRegistry()
@@ -347,6 +382,9 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	if !s.opts.NoDashboard {
 		s.newDashboard(breaker)
 		obs = observer{metrics: s.metrics, rec: s.recorder}
+	}
+	if obs, err = s.envoyMetrics(obs); err != nil {
+		return nil, err
 	}
 	var traceHook func(context.Context, *pb.RateLimitRequest, *pb.RateLimitResponse, error)
 	if s.opts.Tracing || s.opts.TracerProvider != nil {
@@ -377,6 +415,7 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		Overrides:         s.opts.Overrides,
 		MaxOverridePeriod: s.opts.MaxOverridePeriod,
 		Observer:          obs,
+		NearLimitRatio:    s.opts.NearLimitRatio,
 		Trace:             traceHook,
 		Logger:            s.log,
 	})
@@ -384,7 +423,9 @@ func New(ctx context.Context, opts Options) (srv *Server, err error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.setRLSHandler()
-	s.setConfig(cfg)
+	if cfg != nil {
+		s.setConfig(cfg)
+	}
 	if least := int64(s.opts.MaxMessageBytes) + streamCost + frameCost; s.opts.GRPCMaxPendingBytes < least {
 		return nil, fmt.Errorf("%w: GRPCMaxPendingBytes %d leaves no room for a message of MaxMessageBytes (%d): at least %d", ErrOptions, s.opts.GRPCMaxPendingBytes, s.opts.MaxMessageBytes, least)
 	}
@@ -563,9 +604,9 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.opts.NoDenyCache {
 		deny = -1
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: mem,
-		DenyCacheSize: deny, CacheBytes: s.opts.DenyCacheBytes,
-		Observer: resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
+	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: resilient.FallbackOptions{Limiter: mem},
+		DenyCache: resilient.DenyCacheOptions{Size: deny, Bytes: s.opts.DenyCacheBytes},
+		Observer:  resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	collector.Watch(s.resilient)
@@ -621,8 +662,21 @@ func (s *Server) Run(ctx context.Context) error {
 		bgWG.Go(func() { <-done })
 	}
 	bgWG.Go(func() { s.watchReadiness(bg) })
+	if s.statsd != nil {
+		bgWG.Go(func() { s.statsd.run(bg) })
+	}
+	if s.xds != nil {
+		bgWG.Go(func() { s.xds.Run(bg) })
+	}
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
+	if s.prom != nil {
+		go func() {
+			if err := s.prom.Serve(s.promLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("server: Prometheus: %w", err)
+			}
+		}()
+	}
 	go func() {
 		if err := s.grpc.Serve(s.grpcLn); err != nil {
 			errc <- fmt.Errorf("server: gRPC: %w", err)
@@ -667,6 +721,13 @@ func (s *Server) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
+	if s.prom != nil {
+		wg.Go(func() {
+			if err := s.prom.Shutdown(ctx); err != nil {
+				s.prom.Close()
+			}
+		})
+	}
 	wg.Go(func() {
 		if err := s.http.Shutdown(ctx); err != nil {
 			s.log.Warn("HTTP requests cut off at the shutdown timeout", "err", err)
@@ -699,7 +760,7 @@ func (s *Server) shutdown() {
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		s.endLife()
-		for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.probeLn} {
+		for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.probeLn, s.promLn} {
 			if ln != nil {
 				ln.Close()
 			}

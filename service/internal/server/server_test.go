@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/redlimit/redlimit/internal/redistest"
 	"github.com/redlimit/redlimit/ratelimitfield"
@@ -59,6 +60,15 @@ type running struct {
 // the end of the test.
 func start(t *testing.T, o Options) *running {
 	t.Helper()
+	r := startNotReady(t, o)
+	waitFor(t, "ready", func() bool { return r.get(t, "/readyz") == 200 })
+	return r
+}
+
+// startNotReady starts a server as start does, without waiting for it to
+// be ready.
+func startNotReady(t *testing.T, o Options) *running {
+	t.Helper()
 	logs := &syncBuffer{}
 	o.GRPCAddr, o.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
 	if o.Logger == nil {
@@ -83,7 +93,6 @@ func start(t *testing.T, o Options) *running {
 		r.conn.Close()
 		r.stop(t)
 	})
-	waitFor(t, "ready", func() bool { return r.get(t, "/readyz") == 200 })
 	return r
 }
 
@@ -117,10 +126,14 @@ func (r *running) getBody(t *testing.T, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// decide asks the service about one descriptor of domain web.
-func (r *running) decide(t *testing.T, kv ...string) *pb.RateLimitResponse {
+// hits asks the service about one descriptor of domain web, of its own
+// hits_addend unless hits is 0.
+func (r *running) hits(t *testing.T, hits uint64, kv ...string) *pb.RateLimitResponse {
 	t.Helper()
 	d := &rlpb.RateLimitDescriptor{}
+	if hits > 0 {
+		d.HitsAddend = wrapperspb.UInt64(hits)
+	}
 	for i := 0; i+1 < len(kv); i += 2 {
 		d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
 	}
@@ -129,6 +142,12 @@ func (r *running) decide(t *testing.T, kv ...string) *pb.RateLimitResponse {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// decide asks the service about one descriptor of domain web.
+func (r *running) decide(t *testing.T, kv ...string) *pb.RateLimitResponse {
+	t.Helper()
+	return r.hits(t, 0, kv...)
 }
 
 // metric returns the value of the series that starts with prefix, or -1.
