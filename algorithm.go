@@ -9,7 +9,8 @@ import "fmt"
 type Algorithm uint8
 
 const (
-	// FixedWindow counts requests in windows aligned to the Unix epoch.
+	// FixedWindow counts requests in windows aligned to the Unix epoch, or
+	// to calendar periods in a time zone ([Limit.Calendar]).
 	// O(1) memory; can admit up to twice the count across a window boundary.
 	FixedWindow Algorithm = iota + 1
 	// SlidingLog remembers the admitted cost of every instant over the last

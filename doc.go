@@ -41,6 +41,20 @@
 // bursts and costs go up to [MaxCount]. [Limit.Validate] reports a limit out
 // of range.
 //
+// # Calendar periods
+//
+// [PerCalendar] counts a [FixedWindow] per calendar [Day], ISO [Week]
+// (from Monday), [Month] or [Year], from midnight in an IANA time zone:
+// "1000 per month, reset on the 1st at midnight in Europe/Berlin". A
+// window has its true length: 23 or 25 hours on a DST day, 28 to 31 days
+// a month. ResetAfter and RetryAfter end at the next midnight that starts
+// a period. The caller's clock names the window (Go computes it; the
+// stores count in it), so hosts need synchronised clocks near a boundary.
+// Only a fixed window takes a calendar: a sliding window weights the
+// previous window by a fixed overlap, a sliding log and a token bucket
+// have no windows at all. Validate refuses the others with
+// [ErrCalendarAlgorithm], and an unknown zone with [ErrUnknownZone].
+//
 // # Algorithms
 //
 // The four algorithms trade accuracy against memory per key. The two window

@@ -12,6 +12,11 @@ var (
 	ErrInvalidLimit = errors.New("redlimit: invalid limit")
 	// ErrUnknownAlgorithm reports an Algorithm value or name that is not one of the four.
 	ErrUnknownAlgorithm = errors.New("redlimit: unknown algorithm")
+	// ErrUnknownZone reports a calendar's time zone that does not load.
+	ErrUnknownZone = errors.New("redlimit: unknown time zone")
+	// ErrCalendarAlgorithm reports a calendar on an algorithm other than
+	// FixedWindow: only a fixed window has periods to align.
+	ErrCalendarAlgorithm = errors.New("redlimit: calendar periods need fixed_window")
 	// ErrInvalidBurst reports a token bucket burst below 1, or one too large for its rate.
 	ErrInvalidBurst = errors.New("redlimit: invalid burst")
 	// ErrDuplicateLimit reports two requests of one decision that would share state:

@@ -59,6 +59,10 @@ type Limit struct {
 	// once after a quiet spell, 1..MaxCount. Ignored by the other algorithms.
 	// The token bucket refills one token every Period/Count.
 	Burst int64
+	// Calendar, when set, aligns a FixedWindow's windows to calendar
+	// periods in a time zone; Period must then be Calendar.Unit.Longest()
+	// ([PerCalendar] sets both).
+	Calendar Calendar
 	// Failure says what a resilient limiter answers when the store cannot
 	// be asked; the zero value is [FailLocal]. Stores ignore it, and it is
 	// not part of the state's identity ([StateID]).
@@ -75,11 +79,12 @@ type StateID struct {
 	Key       string
 	Algorithm Algorithm
 	Period    time.Duration
+	Calendar  Calendar
 }
 
 // StateID returns the identity of the state key has under l.
 func (l Limit) StateID(key string) StateID {
-	return StateID{Key: key, Algorithm: l.Algorithm, Period: l.Period}
+	return StateID{Key: key, Algorithm: l.Algorithm, Period: l.Period, Calendar: l.Calendar}
 }
 
 // Per returns a limit of count requests per period, counted by [SlidingWindow].
@@ -128,6 +133,9 @@ func (l Limit) Max() int64 {
 // String returns a short description such as "100/1m sliding_log" or
 // "10/1s token_bucket burst 20".
 func (l Limit) String() string {
+	if !l.Calendar.IsZero() {
+		return fmt.Sprintf("%d/calendar %s %s", l.Count, l.Calendar, l.Algorithm)
+	}
 	s := fmt.Sprintf("%d/%s %s", l.Count, shortDuration(l.Period), l.Algorithm)
 	if l.Algorithm == TokenBucket {
 		s += fmt.Sprintf(" burst %d", l.Burst)
@@ -136,7 +144,8 @@ func (l Limit) String() string {
 }
 
 // Validate reports whether l can be used, with an error wrapping
-// [ErrUnknownAlgorithm], [ErrInvalidLimit] or [ErrInvalidBurst] if not.
+// [ErrUnknownAlgorithm], [ErrInvalidLimit], [ErrInvalidBurst],
+// [ErrCalendarAlgorithm] or [ErrUnknownZone] if not.
 func (l Limit) Validate() error {
 	if !l.Algorithm.Valid() {
 		return fmt.Errorf("%w: %d", ErrUnknownAlgorithm, uint8(l.Algorithm))
@@ -149,6 +158,17 @@ func (l Limit) Validate() error {
 	}
 	if l.Period < MinPeriod || l.Period > MaxPeriod {
 		return fmt.Errorf("%w: period %s is not in %s..%s", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
+	}
+	if !l.Calendar.IsZero() {
+		if l.Algorithm != FixedWindow {
+			return fmt.Errorf("%w: %s has no windows to align (use fixed_window)", ErrCalendarAlgorithm, l.Algorithm)
+		}
+		if err := l.Calendar.Validate(); err != nil {
+			return err
+		}
+		if l.Period != l.Calendar.Unit.Longest() {
+			return fmt.Errorf("%w: a calendar %s's period is %s, not %s (use PerCalendar)", ErrInvalidLimit, l.Calendar.Unit, l.Calendar.Unit.Longest(), l.Period)
+		}
 	}
 	if l.Algorithm == SlidingLog && l.Count > MaxLogCount {
 		return fmt.Errorf("%w: a sliding log keeps one entry per request: count %d is above %d (use sliding_window)", ErrInvalidLimit, l.Count, MaxLogCount)

@@ -23,10 +23,13 @@ type params struct {
 	burst  int64
 	ei     int64 // token bucket emission interval, µs
 	tau    int64 // token bucket tolerance: burst * ei
+	// cal aligns a fixed window to calendar periods: its windows are
+	// named by their end (µs), not by their number from the epoch.
+	cal redlimit.Calendar
 }
 
 func newParams(l redlimit.Limit) params {
-	p := params{alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count}
+	p := params{alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cal: l.Calendar}
 	if l.Algorithm == redlimit.TokenBucket {
 		p.burst = l.Burst
 		p.ei = l.EmissionInterval()
@@ -224,8 +227,20 @@ func fixedWindow(e *entry, p *params, now int64) (w, end, c int64) {
 	if e != nil {
 		return e.windows.index, e.expires, e.windows.count
 	}
+	if !p.cal.IsZero() {
+		w = p.cal.WindowEnd(now)
+		return w, w, 0
+	}
 	w = floorDiv(now, p.window)
 	return w, (w + 1) * p.window, 0
+}
+
+// fixedEnd returns the end (µs) of a fixed window named index.
+func (p *params) fixedEnd(index int64) int64 {
+	if !p.cal.IsZero() {
+		return index
+	}
+	return (index + 1) * p.window
 }
 
 // slidingWindows returns the window a request at now is counted in, its

@@ -48,7 +48,7 @@ func (s *Store) LogEntries(key string, l redlimit.Limit) (n, capacity int) {
 	sl := v.(*slot)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if e := sl.find(l.Algorithm, l.Period); e != nil {
+	if e := sl.find(l.Algorithm, l.Period, l.Calendar); e != nil {
 		return e.log.n, cap(e.log.buf)
 	}
 	return 0, 0

@@ -69,9 +69,9 @@ type slot struct {
 }
 
 // find returns the entry for (alg, period), or nil.
-func (sl *slot) find(alg redlimit.Algorithm, period time.Duration) *entry {
+func (sl *slot) find(alg redlimit.Algorithm, period time.Duration, cal redlimit.Calendar) *entry {
 	for e := sl.head; e != nil; e = e.next {
-		if e.p.alg == alg && us(e.p.window) == period {
+		if e.p.alg == alg && us(e.p.window) == period && e.p.cal == cal {
 			return e
 		}
 	}
@@ -286,7 +286,7 @@ func (s *Store) allowN(ctx context.Context, key string, limit *redlimit.Limit, n
 		if v, ok := s.keys.Load(key); ok {
 			sl := v.(*slot)
 			sl.mu.Lock()
-			if e := sl.find(limit.Algorithm, limit.Period); e != nil && e.p.same(limit) && !e.grows(&e.p, n) {
+			if e := sl.find(limit.Algorithm, limit.Period, limit.Calendar); e != nil && e.p.same(limit) && !e.grows(&e.p, n) {
 				now := s.micros()
 				if w := check(e, &e.p, now, n, res); res.Allowed {
 					commit(e, &e.p, now, n, w)
@@ -321,7 +321,7 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 	for final := false; ; final = true {
 		sl := s.lock(key)
 		now := s.micros()
-		e := sl.find(limit.Algorithm, limit.Period)
+		e := sl.find(limit.Algorithm, limit.Period, limit.Calendar)
 		w := check(e, &p, now, n, res)
 		if !res.Allowed {
 			if e != nil {
@@ -390,7 +390,7 @@ func (s *Store) peek(key string, p *params, n int64, res *redlimit.Result, final
 		sl := v.(*slot)
 		sl.mu.Lock()
 		defer sl.mu.Unlock()
-		e = sl.find(p.alg, us(p.window))
+		e = sl.find(p.alg, us(p.window), p.cal)
 		need.addSlot(sl)
 	} else {
 		need.bytes += keySize(key)
@@ -423,7 +423,7 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	}
 	sl := v.(*slot)
 	sl.mu.Lock()
-	if e := sl.find(limit.Algorithm, limit.Period); e != nil {
+	if e := sl.find(limit.Algorithm, limit.Period, limit.Calendar); e != nil {
 		s.drop(sl, e)
 	}
 	sl.mu.Unlock()
@@ -504,7 +504,7 @@ func (a *all) admits(i int) bool { return a.wrote != nil && !a.reqs[i].Debit }
 // entry returns request i's state, or nil.
 func (a *all) entry(i int) *entry {
 	r := &a.reqs[i]
-	return a.slots[r.Key].find(r.Limit.Algorithm, r.Limit.Period)
+	return a.slots[r.Key].find(r.Limit.Algorithm, r.Limit.Period, r.Limit.Calendar)
 }
 
 // decideAll decides a.reqs with the keys' slots locked, and reports whether

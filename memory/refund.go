@@ -151,7 +151,7 @@ func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) err
 		}
 		sl := v.(*slot)
 		sl.mu.Lock()
-		if e := sl.find(r.Limit.Algorithm, r.Limit.Period); !sl.dead && e != nil && e.id == w[i].id {
+		if e := sl.find(r.Limit.Algorithm, r.Limit.Period, r.Limit.Calendar); !sl.dead && e != nil && e.id == w[i].id {
 			giveBack(e, s.micros(), back[i], w[i], r.Limit)
 		}
 		sl.mu.Unlock()
@@ -170,6 +170,9 @@ func giveBack(e *entry, now, k int64, w wrote, l redlimit.Limit) {
 	switch e.p.alg {
 	case redlimit.FixedWindow:
 		v, ws, r := mark/W-1, &e.windows, &e.retired
+		if !e.p.cal.IsZero() {
+			v = mark // a calendar window is named by its end
+		}
 		switch {
 		case ws.index == v:
 			if ws.count >= k {
@@ -277,7 +280,7 @@ func (e *entry) restore(W int64) {
 	}
 	e.windows = windowState{index: latest.index, count: latest.count}
 	if e.p.alg == redlimit.FixedWindow {
-		e.expires = (latest.index + 1) * W
+		e.expires = e.p.fixedEnd(latest.index)
 		return
 	}
 	for _, f := range fs {

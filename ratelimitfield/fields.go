@@ -55,10 +55,10 @@ type QuotaPolicy struct {
 // seconds only, so a Period that is not a whole number of seconds has no
 // Window. For a token bucket the policy gives the rate (Count per Period),
 // and the burst shows in the RateLimit field's remaining quota, which may
-// then exceed Quota.
+// then exceed Quota. A calendar period has no one length, so no Window.
 func PolicyOf(name string, l redlimit.Limit) QuotaPolicy {
 	p := QuotaPolicy{Name: name, Quota: l.Count}
-	if l.Period >= time.Second && l.Period%time.Second == 0 {
+	if l.Calendar.IsZero() && l.Period >= time.Second && l.Period%time.Second == 0 {
 		p.Window = l.Period
 	}
 	return p

@@ -469,7 +469,7 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 // reply that is not one for this batch (which may have filled some outs:
 // the caller gives each the error, setErr).
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
-	var w wire
+	w := s.newWire()
 	w.pendings(batch)
 	keys, args := w.args(at, s.margin, node != "")
 	var v []int64

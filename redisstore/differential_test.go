@@ -27,6 +27,8 @@ func TestDifferential(t *testing.T) {
 		redlimit.Per(3, 70*time.Millisecond).SlidingWindow(),
 		redlimit.Per(3, time.Second).TokenBucket(4),
 		redlimit.Per(7, 100*time.Millisecond).TokenBucket(2),
+		redlimit.PerCalendar(6, redlimit.Day, "Europe/Berlin"),
+		redlimit.PerCalendar(4, redlimit.Day, "Australia/Lord_Howe"),
 	}
 	// Variants share each limit's state (same algorithm and period) with
 	// another count or burst.

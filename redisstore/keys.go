@@ -48,7 +48,8 @@ func hashTag(id string) string {
 	return b.String()
 }
 
-// key returns the Redis key of limit l for tag: prefix{tag}:alg:period.
+// key returns the Redis key of limit l for tag: prefix{tag}:alg:period, and
+// :unit:zone for a calendar limit.
 // Scripts derive per-window keys by appending ":<window>".
 func (s *Store) key(tag string, l redlimit.Limit) string {
 	var b strings.Builder
@@ -61,5 +62,12 @@ func (s *Store) key(tag string, l redlimit.Limit) string {
 	b.WriteByte(':')
 	var period [20]byte
 	b.Write(strconv.AppendInt(period[:0], l.Period.Microseconds(), 10)) // no string of its own: one allocation per key, not two
+	if c := l.Calendar; !c.IsZero() {
+		// The calendar names the state: its window is a field of the hash.
+		b.WriteByte(':')
+		b.WriteString(c.Unit.String())
+		b.WriteByte(':')
+		b.WriteString(c.Zone)
+	}
 	return b.String()
 }

@@ -55,7 +55,7 @@ func (s *Store) DebitOnce(ctx context.Context, req redlimit.Request, id string) 
 	}
 	req.Debit = true
 	key := s.key(hashTag(req.Key), req.Limit)
-	var w wire
+	w := s.newWire()
 	w.once(key, key+":once:"+id, req, onceTTL(req.Limit).Microseconds())
 	r, err := s.call(ctx, "once", &w)
 	if err != nil {

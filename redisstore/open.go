@@ -190,7 +190,7 @@ func Redacted(rawURL string) string {
 // at a key no caller uses.
 func (s *Store) Ping(ctx context.Context) error {
 	r := pingRequest
-	var w wire
+	w := s.newWire()
 	w.one(kindPeek, s.key(hashTag(r.Key), r.Limit), r)
 	rep, err := s.call(ctx, "ping", &w)
 	if err != nil {

@@ -95,7 +95,7 @@ func (s *Store) refund(ctx context.Context, reqs []redlimit.Request, results []r
 		given = append(given, r)
 		marks = append(marks, at+results[i].ResetAfter.Microseconds())
 	}
-	var w wire
+	w := s.newWire()
 	w.refund(kind, at, keys, given, marks, rs)
 	rep, err := s.call(ctx, op, &w)
 	if err == nil && !rep.ok() {
@@ -161,7 +161,7 @@ func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results
 	if len(recs) != recsPer*len(reqs) {
 		return false, 0, fmt.Errorf("redisstore: admit: %d records for %d limits", len(recs), len(reqs))
 	}
-	var w wire
+	w := s.newWire()
 	w.several(kindAdmit, s.keys(reqs), reqs)
 	r, err := s.call(ctx, "admit", &w)
 	if err != nil {

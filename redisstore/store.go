@@ -152,7 +152,7 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	reqs := []redlimit.Request{{Key: key, Limit: limit, Cost: 1}}
-	var w wire
+	w := s.newWire()
 	w.several(kindReset, s.keys(reqs), reqs)
 	r, err := s.call(ctx, "reset", &w)
 	if err == nil && !r.ok() {
@@ -317,6 +317,15 @@ func badReply(op string, r *reply) error {
 }
 
 func fromMicros(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+
+// newWire returns an empty call, whose calendar windows are those of the
+// store's clock, or of this host's for the server's.
+func (s *Store) newWire() wire {
+	if s.now == nil {
+		return wire{now: micros.Of(time.Now())}
+	}
+	return wire{now: micros.Of(s.now())}
+}
 
 // scriptTime returns ARGV[2] of the scripts: the store's clock in µs with
 // WithClock, or "" for the Redis server's.

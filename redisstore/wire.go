@@ -21,7 +21,8 @@ import (
 //   - the number of limits of the one-limit entries;
 //   - "" when the keys are KEYS; otherwise their number, then the keys;
 //   - those limits, four values each: algorithm, window µs (token bucket:
-//     emission interval µs), count (token bucket: burst), cost;
+//     emission interval µs; a calendar window: minus its end, µs), count
+//     (token bucket: burst), cost;
 //   - each entry of another kind, in order, its values: limitValues per
 //     limit; a refund's time first; a give-back's records last.
 //
@@ -60,6 +61,7 @@ type wireLimit struct {
 
 // wire is one call of the batch script being built.
 type wire struct {
+	now    int64  // µs: names a calendar limit's window (windowValue)
 	ents   []byte // three bytes per entry
 	limits []wireLimit
 	keys   []string
@@ -72,7 +74,7 @@ type wire struct {
 // up to maxBatch of them.
 func (w *wire) one(kind entryKind, key string, r redlimit.Request) {
 	l := r.Limit
-	x := wireLimit{alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cost: r.Cost}
+	x := wireLimit{alg: l.Algorithm, window: w.windowValue(l), count: l.Count, cost: r.Cost}
 	if l.Algorithm == redlimit.TokenBucket {
 		x.window, x.count = l.EmissionInterval(), l.Burst
 	}
@@ -130,6 +132,16 @@ func (w *wire) once(key, marker string, r redlimit.Request, ttl int64) {
 	w.vals = append(w.vals, strconv.FormatInt(ttl, 10))
 }
 
+// windowValue returns l's window on the wire: its period in µs, or for
+// a calendar limit minus the end (µs) of its window at w.now. Go is the
+// one source of calendar arithmetic; the script names the window by it.
+func (w *wire) windowValue(l redlimit.Limit) int64 {
+	if l.Calendar.IsZero() {
+		return l.Period.Microseconds()
+	}
+	return -l.Calendar.WindowEnd(w.now)
+}
+
 func debitValue(debit bool) string {
 	if debit {
 		return "1"
@@ -146,7 +158,7 @@ func (w *wire) limit(r redlimit.Request, last string) {
 	}
 	w.vals = append(w.vals,
 		strconv.Itoa(int(l.Algorithm)),
-		strconv.FormatInt(l.Period.Microseconds(), 10),
+		strconv.FormatInt(w.windowValue(l), 10),
 		strconv.FormatInt(l.Count, 10),
 		strconv.FormatInt(l.Burst, 10),
 		strconv.FormatInt(ei, 10),

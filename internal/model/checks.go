@@ -90,8 +90,7 @@ func (r *runner) admit(desc string, q Req, in *info, fit bool) *Failure {
 	if in.admitted {
 		switch l.Algorithm {
 		case redlimit.FixedWindow, redlimit.SlidingWindow:
-			W := l.Period.Microseconds()
-			at = max(at, floorDiv(in.admitAt, W)*W)
+			at = max(at, windowStart(l, in.admitAt))
 		default:
 			at = max(at, in.admitAt)
 		}
@@ -122,6 +121,16 @@ func (r *runner) admit(desc string, q Req, in *info, fit bool) *Failure {
 	return nil
 }
 
+// windowStart returns the start (µs) of the fixed or sliding window of t.
+func windowStart(l redlimit.Limit, t int64) int64 {
+	if !l.Calendar.IsZero() {
+		start, _ := l.Calendar.Window(time.UnixMicro(t))
+		return start.UnixMicro()
+	}
+	W := l.Period.Microseconds()
+	return floorDiv(t, W) * W
+}
+
 // bound checks that the admissions in hist, the last one just made under l,
 // stay within l: per window for the fixed and sliding windows, in every
 // period-long interval for the sliding log, burst plus what the rate earns
@@ -143,8 +152,8 @@ func (r *runner) bound(desc string, l redlimit.Limit, hist []stamp) *Failure {
 	}
 	switch l.Algorithm {
 	case redlimit.FixedWindow, redlimit.SlidingWindow:
-		w := floorDiv(last.t, W)
-		if c := sum(w*W, (w+1)*W-1); c > l.Count {
+		w, end := windowOf(l, last.t)
+		if c := sum(windowStart(l, last.t), end-1); c > l.Count {
 			return over(fmt.Sprintf("in window %d", w), c, l.Count)
 		}
 	case redlimit.SlidingLog:

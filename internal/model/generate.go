@@ -75,6 +75,11 @@ var (
 
 const maxPeriodMicros = int64(redlimit.MaxPeriod / time.Microsecond)
 
+// calendarZones are the zones of generated calendar limits: UTC, DST
+// changes both ways, a 30-minute DST change, and a midnight that a DST
+// change skips.
+var calendarZones = []string{"", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago"}
+
 // genLimit decodes a valid limit.
 func genLimit(s *source) redlimit.Limit {
 	alg := redlimit.FixedWindow + redlimit.Algorithm(s.intn(4))
@@ -86,6 +91,10 @@ func genLimit(s *source) redlimit.Limit {
 	}, 1000, 1001, 3000, 10_000, 100_000, 1_000_000, 60_000_000, 3_600_000_000,
 		86_400_000_000, 365*86_400_000_000, maxPeriodMicros-1, maxPeriodMicros)) * time.Microsecond
 	l := redlimit.Limit{Algorithm: alg, Period: period}
+	if alg == redlimit.FixedWindow && s.byte()%4 == 0 {
+		unit := redlimit.Day + redlimit.CalendarUnit(s.intn(4))
+		l = redlimit.PerCalendar(0, unit, calendarZones[s.intn(int64(len(calendarZones)))])
+	}
 	l.Count = genCount(s, alg)
 	if alg == redlimit.TokenBucket {
 		l.Burst = genBurst(s, l)

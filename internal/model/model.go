@@ -59,6 +59,7 @@ type stateKey struct {
 	key    string
 	alg    redlimit.Algorithm
 	period time.Duration
+	cal    redlimit.Calendar
 }
 
 // state is every algorithm's state; each uses its own fields.
@@ -143,7 +144,7 @@ func (m *Model) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 // validating.
 func (m *Model) Forget(key string, limit redlimit.Limit) {
 	m.mu.Lock()
-	delete(m.states, stateKey{key, limit.Algorithm, limit.Period})
+	delete(m.states, stateKey{key, limit.Algorithm, limit.Period, limit.Calendar})
 	m.mu.Unlock()
 }
 
@@ -200,7 +201,7 @@ func (m *Model) DebitAt(key string, limit redlimit.Limit, n, now int64) (redlimi
 // PeekDebitAt returns what DebitAt would answer, without counting anything.
 func (m *Model) PeekDebitAt(key string, limit redlimit.Limit, n, now int64) redlimit.Result {
 	m.mu.Lock()
-	k := stateKey{key, limit.Algorithm, limit.Period}
+	k := stateKey{key, limit.Algorithm, limit.Period, limit.Calendar}
 	st := m.states[k]
 	m.mu.Unlock()
 	c := New(m.now)
@@ -214,7 +215,7 @@ func (m *Model) PeekDebitAt(key string, limit redlimit.Limit, n, now int64) redl
 // debit counts a debit of cost n that does not fit, up to its bound, and
 // returns what Peek answers then and what it counted.
 func (m *Model) debit(key string, l redlimit.Limit, n, now int64) (redlimit.Result, int64) {
-	k := stateKey{key, l.Algorithm, l.Period}
+	k := stateKey{key, l.Algorithm, l.Period, l.Calendar}
 	st := m.states[k]
 	if st == nil {
 		st = &state{windows: make(map[int64]int64)}
@@ -258,7 +259,7 @@ func clampInt64(x *big.Int) int64 {
 }
 
 func (m *Model) get(key string, l redlimit.Limit) *state {
-	return m.states[stateKey{key, l.Algorithm, l.Period}]
+	return m.states[stateKey{key, l.Algorithm, l.Period, l.Calendar}]
 }
 
 // decide answers a request of cost n under l at now without changing anything.
@@ -281,7 +282,7 @@ func (m *Model) decide(key string, l redlimit.Limit, n, now int64) redlimit.Resu
 
 // commit records an allowed request of cost n under l at now.
 func (m *Model) commit(key string, l redlimit.Limit, n, now int64) {
-	k := stateKey{key, l.Algorithm, l.Period}
+	k := stateKey{key, l.Algorithm, l.Period, l.Calendar}
 	st := m.states[k]
 	if st == nil {
 		st = &state{windows: make(map[int64]int64)}
@@ -295,6 +296,26 @@ func (m *Model) commit(key string, l redlimit.Limit, n, now int64) {
 	default:
 		st.tat = max(st.tat, now) + n*l.EmissionInterval() // n <= Burst: allowed
 	}
+}
+
+// windowOf returns the fixed or sliding window of now under l and its
+// end (µs): a number from the epoch, or a calendar window named by its end.
+func windowOf(l redlimit.Limit, now int64) (w, end int64) {
+	if !l.Calendar.IsZero() {
+		_, e := l.Calendar.Window(time.UnixMicro(now))
+		return e.UnixMicro(), e.UnixMicro()
+	}
+	W := l.Period.Microseconds()
+	w = floorDiv(now, W)
+	return w, (w + 1) * W
+}
+
+// windowEnd returns the end (µs) of the fixed window named w under l.
+func windowEnd(l redlimit.Limit, w int64) int64 {
+	if !l.Calendar.IsZero() {
+		return w
+	}
+	return (w + 1) * l.Period.Microseconds()
 }
 
 // us turns µs into a Duration.
@@ -312,7 +333,7 @@ func floorDiv(a, b int64) int64 {
 // window returns the window a request at now counts in under the window
 // algorithm l: the window of now, or the key's latest if later.
 func (st *state) window(l redlimit.Limit, now int64) int64 {
-	w := floorDiv(now, l.Period.Microseconds())
+	w, _ := windowOf(l, now)
 	for v := range st.windows {
 		w = max(w, v)
 	}
@@ -382,11 +403,12 @@ func (st *state) merge(l redlimit.Limit, t int64) {
 }
 
 // fixedWindow: windows of W µs aligned to the Unix epoch; window w holds the
-// instants [w*W, (w+1)*W) and admits at most Count units.
+// instants [w*W, (w+1)*W) and admits at most Count units. A calendar
+// window is named by its end instead.
 func fixedWindow(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
-	W, L := l.Period.Microseconds(), l.Count
+	L := l.Count
 	w := st.window(l, now)
-	end := (w + 1) * W
+	end := windowEnd(l, w)
 	c := st.windows[w]
 	r := redlimit.Result{Limit: L}
 	if c+n <= L {

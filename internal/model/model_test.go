@@ -123,6 +123,12 @@ func TestCatchesPlantedBugs(t *testing.T) {
 			}
 			return r, err
 		}}},
+		{"calendar month as 30 days from the epoch", mutant{allowN: func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+			if !l.Calendar.IsZero() {
+				l = redlimit.Per(l.Count, 30*24*time.Hour).FixedWindow()
+			}
+			return m.AllowN(ctx, key, l, n)
+		}}},
 		{"Remaining past Limit", mutant{allowN: func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
 			r, err := m.AllowN(ctx, key, l, n)
 			if r.Remaining == r.Limit && r.Limit > 0 {

@@ -47,6 +47,7 @@ type stateID struct {
 	key    int
 	alg    redlimit.Algorithm
 	period time.Duration
+	cal    redlimit.Calendar
 }
 
 // info is what the run knows of one state.
@@ -125,7 +126,7 @@ func (r *runner) touched() []Touched {
 // hints
 
 func (r *runner) remaining(key int, l redlimit.Limit) int64 {
-	if in := r.states[stateID{key, l.Algorithm, l.Period}]; in != nil {
+	if in := r.states[stateID{key, l.Algorithm, l.Period, l.Calendar}]; in != nil {
 		return in.last
 	}
 	return -1
@@ -143,7 +144,7 @@ func (r *runner) fail(check, format string, args ...any) *Failure {
 }
 
 func (r *runner) info(q Req) *info {
-	id := stateID{q.Key, q.Limit.Algorithm, q.Limit.Period}
+	id := stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}
 	in := r.states[id]
 	if in == nil {
 		in = &info{limit: q.Limit, last: -1}
@@ -276,7 +277,7 @@ func (r *runner) full(op Op, name string, err error, checked *checkMark) *Failur
 		return r.fail("error", "%s: %s returned %v for a decision without a debit", desc, name, err)
 	}
 	for _, q := range op.Reqs {
-		if isDebit(op, q) && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period}) {
+		if isDebit(op, q) && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}) {
 			return r.fail("dropped", "%s: %s returned %v for the debit of a check that passed", desc, name, err)
 		}
 	}
@@ -358,7 +359,7 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 	}
 	if op.Kind == Peek && ref.Allowed {
 		q := op.Reqs[0]
-		r.checked = &checkMark{stateID{q.Key, q.Limit.Algorithm, q.Limit.Period}, r.now}
+		r.checked = &checkMark{stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}, r.now}
 	}
 	committed := op.Kind != Peek && ref.Allowed
 	if len(op.Reqs) > 1 {

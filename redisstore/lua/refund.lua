@@ -14,6 +14,7 @@
 -- found in keeps the rest.
 local function windows_refund(key, W, span, n, mark)
   local w = mark / W - span
+  if W < 0 then w = mark end -- a calendar window, named by its end
   local field = str(w)
   local c = tonumber(redis.call('HGET', key, field) or '0')
   if c == 0 then
@@ -171,6 +172,7 @@ end
 -- older one.
 local function reset_limit(key, alg, W, burst, ei)
   local span = 2 * W
+  if W < 0 then span = -W - now end -- a calendar window, up to its end
   if alg == TOKEN_BUCKET then span = burst * ei end
   local ttl, left = ms(span), redis.call('PTTL', key)
   if left > tonumber(ttl) then ttl = str(left) end

@@ -9,7 +9,7 @@
 local function fixed_window_one(key, allow, W, L, n, cost)
   local ok, rem, retry, reset
   if allow and n <= L then
-    local w = math.floor(now / W)
+    local w = fixed_window_of(now, W)
     local field = str(w)
     local c = redis.call('HINCRBY', key, field, cost)
     if c ~= n then

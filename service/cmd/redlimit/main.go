@@ -54,6 +54,10 @@ import (
 	"github.com/redlimit/redlimit/service/internal/server"
 	"github.com/redlimit/redlimit/service/internal/sim"
 	"github.com/redlimit/redlimit/service/internal/version"
+
+	// Calendar rules load their time zone from the binary: a FROM scratch
+	// image has no /usr/share/zoneinfo.
+	_ "time/tzdata"
 )
 
 func main() {

@@ -26,7 +26,10 @@ type RuleView struct {
 	RequestsPerUnit int64  `json:"requests_per_unit,omitempty"`
 	// Period is the unit times its multiplier as a Go duration, such as
 	// "1m0s".
-	Period        string `json:"period,omitempty"`
+	Period string `json:"period,omitempty"`
+	// TimeZone, when set, makes the unit a calendar period in that zone
+	// ("UTC" for UTC); Period is then the unit's longest.
+	TimeZone      string `json:"time_zone,omitempty"`
 	Algorithm     string `json:"algorithm,omitempty"`
 	Burst         int64  `json:"burst,omitempty"` // token_bucket only
 	FailurePolicy string `json:"failure_policy,omitempty"`
@@ -68,6 +71,12 @@ func (r *Rule) View() RuleView {
 		}
 		v.RequestsPerUnit = r.Limit.Count
 		v.Period = r.Limit.Period.String()
+		if c := r.Limit.Calendar; !c.IsZero() {
+			v.TimeZone = c.Zone
+			if v.TimeZone == "" {
+				v.TimeZone = "UTC"
+			}
+		}
 		v.Algorithm = r.Limit.Algorithm.String()
 		v.FailurePolicy = r.Limit.Failure.String()
 		if r.Limit.Algorithm == redlimit.TokenBucket && !r.DenyAll {

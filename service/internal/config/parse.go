@@ -23,7 +23,7 @@ var (
 	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
 		"value_to_metric", "share_threshold", "quota_mode", "metadata"}
 	rateLimitKeys = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
-		"algorithm", "burst", "failure_policy", "unit_multiplier", "counting"}
+		"algorithm", "burst", "failure_policy", "unit_multiplier", "counting", "time_zone"}
 	replacesKeys = []string{"name"}
 )
 
@@ -396,7 +396,7 @@ func (p *parser) rateLimit(rf field) *Rule {
 	if unlimited {
 		// envoyproxy/ratelimit rejects a unit with unlimited and ignores
 		// requests_per_unit; redlimit's own keys make no sense either.
-		for _, k := range []string{"unit", "unit_multiplier", "algorithm", "burst", "failure_policy", "counting"} {
+		for _, k := range []string{"unit", "unit_multiplier", "algorithm", "burst", "failure_policy", "counting", "time_zone"} {
 			if f, ok := fields[k]; ok && !isNull(f.val) {
 				p.errorf(f.line(), f.path, nil, "an unlimited rule takes no %s", k)
 				good = false
@@ -457,9 +457,21 @@ func (p *parser) rateLimit(rf field) *Rule {
 		l.Count = n
 	}
 	l.Algorithm = p.algorithm
+	calendar := false
+	if f, ok := fields["time_zone"]; ok && !isNull(f.val) {
+		calendar = true
+		cal, ok := p.parseCalendar(f, r)
+		check(ok)
+		// A calendar period is a fixed window's: the rule's default.
+		l.Algorithm, l.Period, l.Calendar = redlimit.FixedWindow, cal.Unit.Longest(), cal
+	}
 	if f, ok := fields["algorithm"]; ok && !isNull(f.val) {
 		a, ok := p.parseAlgorithm(f)
 		check(ok)
+		if ok && calendar && a != redlimit.FixedWindow {
+			p.errorf(f.line(), f.path, redlimit.ErrCalendarAlgorithm, "%s cannot count calendar periods (time_zone): use fixed_window", a)
+			good = false
+		}
 		l.Algorithm = a
 	}
 	l.Failure = p.failure
@@ -514,6 +526,32 @@ func (p *parser) rateLimit(rf field) *Rule {
 	}
 	r.Limit = l
 	return r
+}
+
+// parseCalendar parses time_zone f of rule r, whose unit must be day,
+// week, month or year, once.
+func (p *parser) parseCalendar(f field, r *Rule) (redlimit.Calendar, bool) {
+	zone, ok := p.str(f)
+	if !ok {
+		return redlimit.Calendar{}, false
+	}
+	unit, err := redlimit.ParseCalendarUnit(r.Unit)
+	switch {
+	case r.Unit == "":
+		return redlimit.Calendar{}, false // the unit's error is reported
+	case err != nil:
+		p.errorf(f.line(), f.path, redlimit.ErrInvalidLimit, "a calendar period (time_zone) needs unit day, week, month or year, not %s", r.Unit)
+		return redlimit.Calendar{}, false
+	case r.UnitMultiplier != 1:
+		p.errorf(f.line(), f.path, redlimit.ErrInvalidLimit, "a calendar period (time_zone) takes no unit_multiplier")
+		return redlimit.Calendar{}, false
+	}
+	cal := redlimit.Calendar{Unit: unit, Zone: zone}
+	if err := cal.Validate(); err != nil {
+		p.errorf(f.line(), f.path, err, "%s", strings.TrimPrefix(err.Error(), "redlimit: "))
+		return redlimit.Calendar{}, false
+	}
+	return cal, true
 }
 
 // parseReplaces parses a replaces list of the rule named self.

@@ -158,6 +158,9 @@ func ruleCells(r *config.Rule) []string {
 	if r.UnitMultiplier > 1 {
 		limit = fmt.Sprintf("%d/%d %ss", r.Limit.Count, r.UnitMultiplier, r.Unit)
 	}
+	if c := r.Limit.Calendar; !c.IsZero() {
+		limit = fmt.Sprintf("%d/calendar %s", r.Limit.Count, c)
+	}
 	if r.Limit.Algorithm == redlimit.TokenBucket {
 		limit += fmt.Sprintf(" burst %d", r.Limit.Burst)
 	}

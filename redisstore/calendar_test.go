@@ -1,0 +1,212 @@
+package redisstore_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/redisstore"
+	"github.com/redlimit/redlimit/redlimittest"
+)
+
+// neverAt stands for a RetryAfter of Never.
+var neverAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// calendarStep is a request at an instant and what it must answer: the
+// instants of its retry and reset (zero for none).
+type calendarStep struct {
+	at        time.Time
+	cost      int64
+	allowed   bool
+	remaining int64
+	retryAt   time.Time
+	resetAt   time.Time
+}
+
+// calendarCases cross DST changes both ways, month ends, Feb 29, week
+// starts and year ends, in Europe/Berlin.
+func calendarCases(t testing.TB) []struct {
+	name  string
+	limit redlimit.Limit
+	steps []calendarStep
+} {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := func(y int, m time.Month, d, h, min, s, us int) time.Time {
+		return time.Date(y, m, d, h, min, s, us*1000, berlin)
+	}
+	var zero time.Time
+	return []struct {
+		name  string
+		limit redlimit.Limit
+		steps []calendarStep
+	}{
+		{"day across spring forward", redlimit.PerCalendar(2, redlimit.Day, "Europe/Berlin"), []calendarStep{
+			{b(2026, 3, 28, 23, 30, 0, 0), 1, true, 1, zero, b(2026, 3, 29, 0, 0, 0, 0)},
+			{b(2026, 3, 29, 0, 0, 0, 0), 1, true, 1, zero, b(2026, 3, 30, 0, 0, 0, 0)},
+			{b(2026, 3, 29, 1, 59, 0, 0), 1, true, 0, zero, b(2026, 3, 30, 0, 0, 0, 0)},
+			{b(2026, 3, 29, 3, 0, 0, 0), 1, false, 0, b(2026, 3, 30, 0, 0, 0, 0), b(2026, 3, 30, 0, 0, 0, 0)},
+			{b(2026, 3, 29, 23, 59, 59, 999999), 1, false, 0, b(2026, 3, 30, 0, 0, 0, 0), b(2026, 3, 30, 0, 0, 0, 0)},
+			{b(2026, 3, 30, 0, 0, 0, 0), 2, true, 0, zero, b(2026, 3, 31, 0, 0, 0, 0)},
+			// The clock goes back: counted in the key's later window.
+			{b(2026, 3, 29, 23, 0, 0, 0), 1, false, 0, b(2026, 3, 31, 0, 0, 0, 0), b(2026, 3, 31, 0, 0, 0, 0)},
+		}},
+		{"day across fall back", redlimit.PerCalendar(2, redlimit.Day, "Europe/Berlin"), []calendarStep{
+			{b(2026, 10, 25, 0, 0, 0, 0), 2, true, 0, zero, b(2026, 10, 26, 0, 0, 0, 0)},
+			{b(2026, 10, 25, 0, 0, 0, 0).Add(150 * time.Minute), 1, false, 0, b(2026, 10, 26, 0, 0, 0, 0), b(2026, 10, 26, 0, 0, 0, 0)},
+			{b(2026, 10, 25, 0, 0, 0, 0).Add(210 * time.Minute), 1, false, 0, b(2026, 10, 26, 0, 0, 0, 0), b(2026, 10, 26, 0, 0, 0, 0)},
+			{b(2026, 10, 25, 23, 59, 59, 0), 3, false, 0, neverAt, b(2026, 10, 26, 0, 0, 0, 0)},
+			{b(2026, 10, 26, 0, 0, 0, 0), 1, true, 1, zero, b(2026, 10, 27, 0, 0, 0, 0)},
+		}},
+		{"week from Monday", redlimit.PerCalendar(1, redlimit.Week, "Europe/Berlin"), []calendarStep{
+			{b(2026, 10, 19, 0, 0, 0, 0), 1, true, 0, zero, b(2026, 10, 26, 0, 0, 0, 0)},
+			{b(2026, 10, 25, 23, 59, 0, 0), 1, false, 0, b(2026, 10, 26, 0, 0, 0, 0), b(2026, 10, 26, 0, 0, 0, 0)},
+			{b(2026, 10, 26, 0, 0, 0, 0), 1, true, 0, zero, b(2026, 11, 2, 0, 0, 0, 0)},
+		}},
+		{"month ends and Feb 29", redlimit.PerCalendar(3, redlimit.Month, "Europe/Berlin"), []calendarStep{
+			{b(2028, 1, 31, 23, 59, 59, 999999), 3, true, 0, zero, b(2028, 2, 1, 0, 0, 0, 0)},
+			{b(2028, 2, 1, 0, 0, 0, 0), 1, true, 2, zero, b(2028, 3, 1, 0, 0, 0, 0)},
+			{b(2028, 2, 29, 23, 59, 0, 0), 2, true, 0, zero, b(2028, 3, 1, 0, 0, 0, 0)},
+			{b(2028, 2, 29, 23, 59, 30, 0), 1, false, 0, b(2028, 3, 1, 0, 0, 0, 0), b(2028, 3, 1, 0, 0, 0, 0)},
+			{b(2028, 3, 1, 0, 0, 0, 0), 1, true, 2, zero, b(2028, 4, 1, 0, 0, 0, 0)},
+		}},
+		{"year end", redlimit.PerCalendar(2, redlimit.Year, "Europe/Berlin"), []calendarStep{
+			{b(2027, 6, 1, 12, 0, 0, 0), 2, true, 0, zero, b(2028, 1, 1, 0, 0, 0, 0)},
+			{b(2027, 12, 31, 23, 59, 59, 999999), 1, false, 0, b(2028, 1, 1, 0, 0, 0, 0), b(2028, 1, 1, 0, 0, 0, 0)},
+			{b(2028, 1, 1, 0, 0, 0, 0), 1, true, 1, zero, b(2029, 1, 1, 0, 0, 0, 0)},
+		}},
+	}
+}
+
+// TestCalendarSteps runs calendarCases on the memory store and on Redis,
+// each at explicit instants: both give the answers the calendar says.
+func TestCalendarSteps(t *testing.T) {
+	type store struct {
+		name string
+		make func(t *testing.T, clock *redlimittest.Clock) redlimit.Limiter
+	}
+	stores := []store{{"memory", func(t *testing.T, clock *redlimittest.Clock) redlimit.Limiter {
+		m, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}}}
+	for _, d := range deployments[:3] {
+		stores = append(stores, store{d.name, func(t *testing.T, clock *redlimittest.Clock) redlimit.Limiter {
+			return d.store(t, redisstore.WithClock(clock.Now), redisstore.WithPrefix(prefix(t)))
+		}})
+	}
+	ctx := context.Background()
+	for _, s := range stores {
+		for _, tc := range calendarCases(t) {
+			t.Run(s.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				clock := redlimittest.NewClock(tc.steps[0].at)
+				lim := s.make(t, clock)
+				for i, st := range tc.steps {
+					clock.Set(st.at)
+					var res redlimit.Result
+					var err error
+					if i%2 == 0 {
+						res, err = lim.AllowN(ctx, "k", tc.limit, st.cost)
+					} else {
+						// AllowAll takes the path of several limits.
+						var dec redlimit.Decision
+						dec, err = lim.AllowAll(ctx, []redlimit.Request{{Key: "k", Limit: tc.limit, Cost: st.cost}, {Key: "other", Limit: redlimit.PerSecond(1000), Cost: 1}})
+						if err == nil {
+							res = dec.Results[0]
+						}
+					}
+					if err != nil {
+						t.Fatalf("step %d: %v", i, err)
+					}
+					checkCalendarStep(t, i, st, res)
+				}
+			})
+		}
+	}
+}
+
+func checkCalendarStep(t *testing.T, i int, st calendarStep, res redlimit.Result) {
+	t.Helper()
+	instant := func(d time.Duration) time.Time {
+		if d == 0 {
+			return time.Time{}
+		}
+		if d == redlimit.Never {
+			return neverAt
+		}
+		return st.at.Add(d)
+	}
+	if res.Allowed != st.allowed || res.Remaining != st.remaining ||
+		!instant(res.RetryAfter).Equal(st.retryAt) || !instant(res.ResetAfter).Equal(st.resetAt) {
+		t.Fatalf("step %d at %s: allowed %v remaining %d retry at %s reset at %s; want %v %d %s %s",
+			i, st.at, res.Allowed, res.Remaining, instant(res.RetryAfter), instant(res.ResetAfter),
+			st.allowed, st.remaining, st.retryAt, st.resetAt)
+	}
+}
+
+// TestCalendarConcurrentExact: several stores, each with many goroutines,
+// on one calendar key at Redis's own clock, never admit above the limit.
+func TestCalendarConcurrentExact(t *testing.T) {
+	const (
+		limit      = 100
+		perStore   = 16
+		eachAsking = 20
+	)
+	l := redlimit.PerCalendar(limit, redlimit.Year, "Europe/Berlin")
+	p := prefix(t)
+	var stores []*redisstore.Store
+	for _, d := range []deployment{deployments[0], deployments[1], deployments[0], deployments[1]} {
+		stores = append(stores, d.store(t, redisstore.WithPrefix(p)))
+	}
+	ctx := context.Background()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(stores)*perStore)
+	for _, s := range stores {
+		for g := range perStore {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range eachAsking {
+					cost := int64(1 + (g+i)%3)
+					res, err := s.AllowN(ctx, "hot", l, cost)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if res.Allowed {
+						admitted.Add(cost)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The goroutines ask far more than the limit: never above it, and what
+	// was not admitted is what remains.
+	res, err := stores[0].Peek(ctx, "hot", l, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := admitted.Load(); got > limit || got+res.Remaining != limit {
+		t.Fatalf("admitted %d in one calendar year with %d remaining, limit %d", got, res.Remaining, limit)
+	}
+	_, end := l.Calendar.Window(time.Now())
+	if d := time.Until(end) - res.RetryAfter; d < -time.Minute || d > time.Minute {
+		t.Fatalf("RetryAfter %s, want the time to the year's end in Berlin, %s", res.RetryAfter, time.Until(end))
+	}
+}
