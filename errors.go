@@ -34,6 +34,11 @@ var (
 	ErrClosed = errors.New("redlimit: store closed")
 	// ErrRefunded reports a [Grant] refunded a second time.
 	ErrRefunded = errors.New("redlimit: grant already refunded")
+	// ErrInvalidWait reports a maximum wait below 0 or above [MaxWait].
+	ErrInvalidWait = errors.New("redlimit: invalid wait")
+	// ErrQueueAlgorithm reports a [Queuer.Queue] of an algorithm other
+	// than TokenBucket: only a bucket has future instants to reserve.
+	ErrQueueAlgorithm = errors.New("redlimit: queueing needs token_bucket")
 	// ErrInvalidGrant reports a [Grant] that its store did not make.
 	ErrInvalidGrant = errors.New("redlimit: invalid grant")
 )

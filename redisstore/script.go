@@ -37,11 +37,13 @@ var (
 		lone("token_bucket") +
 		joinScript("sized", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket") +
 		when("lone_kind == SEVERAL or lone_kind == ADMIT or lone_kind == ONCE", append(severalFiles, "lone_other")...) +
+		when("lone_kind == QUEUE or lone_kind == UNQUEUE", "queue", "lone_other") +
 		when("lone_kind ~= nil", append(moreFiles, "lone_other")...) +
 		loader("load_one", "fixed_window_one, sliding_log_one, sliding_window_one, token_bucket_one",
 			"single_fixed_window", "single_sliding_log", "single_sliding_window", "single_token_bucket") +
 		loader("load_several", "entry", severalFiles...) +
 		loader("load_more", "entry", moreFiles...) +
+		loader("load_queue", "entry", "queue") +
 		joinScript("batch")
 	batchCrossSlotSource = "#!lua flags=allow-cross-slot-keys\n" + batchSource
 

@@ -45,6 +45,8 @@ const (
 	kindRefund   entryKind = 'f' // the refund of a group after another group denied
 	kindGiveBack entryKind = 'g' // Refund of a Grant
 	kindOnce     entryKind = 'o' // DebitOnce
+	kindQueue    entryKind = 'q' // Queue: a token bucket's reservation
+	kindUnqueue  entryKind = 'u' // Unqueue: a reservation given back
 )
 
 // limitValues is how many values each limit of an entry of several
@@ -130,6 +132,14 @@ func (w *wire) once(key, marker string, r redlimit.Request, ttl int64) {
 	w.keys = append(w.keys, key, marker)
 	w.limit(r, debitValue(true))
 	w.vals = append(w.vals, strconv.FormatInt(ttl, 10))
+}
+
+// queue adds an entry of kind (kindQueue or kindUnqueue) of r on key,
+// with last: the maximum wait µs, or the TAT to give back from.
+func (w *wire) queue(kind entryKind, key string, r redlimit.Request, last int64) {
+	w.ents = append(w.ents, byte(kind), 1, 1)
+	w.keys = append(w.keys, key)
+	w.limit(r, strconv.FormatInt(last, 10))
 }
 
 // windowValue returns l's window on the wire: its period in µs, or for

@@ -42,7 +42,7 @@
 -- entry functions of the other kinds (once.lua, refund.lua):
 -- each made by the first entry that needs it (a script makes its
 -- functions anew at each call: a hot key's batch needs none).
-local one, several, more
+local one, several, more, queued
 
 -- other decides entry kd (not ALLOW or PEEK) of x limits, whose keys
 -- follow keys[k0] and whose values start at ARGV[v], and appends its
@@ -51,6 +51,10 @@ local function other(kd, x, keys, k0, v, out)
   if kd == SEVERAL or kd == ADMIT or kd == ONCE then
     if several == nil then several = load_several() end
     return several(kd, x, keys, k0, v, out)
+  end
+  if kd == QUEUE or kd == UNQUEUE then
+    if queued == nil then queued = load_queue() end
+    return queued(kd, x, keys, k0, v, out)
   end
   if more == nil then more = load_more() end
   more(kd, x, keys, k0, v, out)

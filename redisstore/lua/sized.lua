@@ -14,7 +14,9 @@ local function sized(kd, x, j)
     x, n, k = 1, 8, 2
   elseif kd == GIVEBACK then
     n = 10 * x
-  elseif kd ~= SEVERAL and kd ~= ADMIT and kd ~= RESET and kd ~= REFUND then
+  elseif (kd == QUEUE or kd == UNQUEUE) and x ~= 1 then
+    return nil, redis.error_reply('ERR redlimit: a queue entry has one limit')
+  elseif kd ~= SEVERAL and kd ~= ADMIT and kd ~= RESET and kd ~= REFUND and kd ~= QUEUE and kd ~= UNQUEUE then
     return nil, redis.error_reply('ERR redlimit: unknown entry kind ' .. tostring(kd))
   end
   for l = 0, x - 1 do

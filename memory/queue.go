@@ -1,0 +1,71 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlimit/redlimit"
+)
+
+var _ redlimit.Queuer = (*Store)(nil)
+
+// checkQueue is checkGCRA for a request that may wait up to wait µs: one
+// that does not conform now takes the first instant it does, and its TAT
+// moves on beyond the tolerance. It returns the wait too (lua/queue.lua).
+func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pending, int64) {
+	w := check(e, p, now, n, r)
+	if r.Allowed || r.RetryAfter == redlimit.Never || r.RetryAfter > us(wait) {
+		return w, 0
+	}
+	over := int64(r.RetryAfter / time.Microsecond)
+	due := over + p.tau
+	*r = redlimit.Result{Allowed: true, Limit: p.burst, ResetAfter: us(due)}
+	return pending{expires: now + due}, over
+}
+
+// Queue implements [redlimit.Queuer].
+func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Reservation, error) {
+	if err := redlimit.ValidateQueue(key, limit, n, maxWait); err != nil {
+		return redlimit.Reservation{}, fmt.Errorf("memory: %w", err)
+	}
+	r := redlimit.Reservation{Key: key, Limit: limit, Cost: n}
+	wait := int64(maxWait / time.Microsecond)
+	decide := func(e *entry, p *params, now, n int64, res *redlimit.Result) pending {
+		w, over := checkQueue(e, p, now, n, wait, res)
+		r.Delay, r.TAT = us(over), w.expires
+		return w
+	}
+	if err := s.allowSlow(ctx, key, limit, n, &r.Result, decide); err != nil {
+		return redlimit.Reservation{}, err
+	}
+	if !r.Allowed {
+		r.Delay, r.TAT = 0, 0
+	}
+	return r, nil
+}
+
+// Unqueue implements [redlimit.Queuer].
+func (s *Store) Unqueue(ctx context.Context, r redlimit.Reservation) (bool, error) {
+	if err := redlimit.ValidateQueue(r.Key, r.Limit, r.Cost, 0); err != nil {
+		return false, fmt.Errorf("memory: %w", err)
+	}
+	if err := s.usable(ctx); err != nil {
+		return false, err
+	}
+	v, ok := s.keys.Load(r.Key)
+	if !ok {
+		return false, nil
+	}
+	sl := v.(*slot)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	e := sl.find(r.Limit.Algorithm, r.Limit.Period, r.Limit.Calendar)
+	now := s.micros()
+	if e == nil || now >= e.expires || e.bucket.tat != r.TAT {
+		return false, nil
+	}
+	e.bucket.tat -= r.Cost * r.Limit.EmissionInterval()
+	e.expires = e.bucket.tat
+	return true, nil
+}
