@@ -3,6 +3,7 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
@@ -49,6 +50,15 @@ type Rule struct {
 	// package documentation), and never makes them consume or refuse
 	// anything.
 	Shadow bool
+	// Delay, if positive, makes the rule delay a request it would deny,
+	// by up to Delay, instead of refusing it: NGINX's delay. A request
+	// that would wait longer is refused at once (429). A token bucket's
+	// requests take their places in line ([redlimit.Wait]): a Delay of k
+	// emission intervals (Period/Count) delays up to k requests beyond
+	// the burst. A delayed rule is decided alone, before the others; what
+	// it admitted stays counted if another rule then denies (the strict
+	// side). At most [redlimit.MaxWait]; not with Shadow.
+	Delay time.Duration
 }
 
 // kind makes the rule engine's errors and messages those of httplimit.
@@ -64,6 +74,9 @@ var kind = &ruleset.Kind{
 func newRuleSet(rules []Rule) (*ruleset.Set[*http.Request], error) {
 	rs := make([]ruleset.Rule[*http.Request], len(rules))
 	for i, r := range rules {
+		if r.Delay < 0 || r.Delay > redlimit.MaxWait || (r.Delay > 0 && r.Shadow) {
+			return nil, fmt.Errorf("%w: rule %q: delay %s: %w", ErrInvalidRule, r.Name, r.Delay, redlimit.ErrInvalidWait)
+		}
 		rs[i] = ruleset.Rule[*http.Request]{Name: r.Name, Route: r.Pattern,
 			Limit: r.Limit, LimitFunc: r.LimitFunc, Key: r.Key, Cost: r.Cost, CostFunc: r.CostFunc, Shadow: r.Shadow}
 	}
