@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
@@ -45,6 +48,14 @@ type Transport struct {
 	// Pace makes requests to a host wait while its last response said the
 	// quota is used up.
 	Pace bool
+	// Limiter and Limit, if Limiter is not nil, pace every request
+	// (retries too) to Limit per URL host before it is sent: it waits its
+	// turn with [redlimit.Wait], up to Policy's MaxWait and the request's
+	// deadline, under the key "backoff:" and the host. Clients sharing
+	// a store and Limit share the pace. A request whose turn is further
+	// off is not sent: RoundTrip returns an error wrapping [ErrPaced].
+	Limiter redlimit.Limiter
+	Limit   redlimit.Limit
 
 	mu        sync.Mutex
 	notBefore map[string]time.Time // by URL host, while Pace is set
@@ -61,6 +72,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempts := 1; ; attempts++ {
 		if t.Pace {
 			t.pace(req)
+		}
+		if err := t.turn(req); err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
 		}
 		resp, err := base.RoundTrip(req)
 		if err != nil {
@@ -133,6 +150,25 @@ func drain(body io.ReadCloser) {
 	io.CopyN(io.Discard, body, 4<<10)
 	body.Close()
 }
+
+// turn waits req's turn under Limit, when Limiter is set.
+func (t *Transport) turn(req *http.Request) error {
+	if t.Limiter == nil {
+		return nil
+	}
+	res, err := redlimit.Wait(req.Context(), t.Limiter, "backoff:"+req.URL.Host, t.Limit, 1, t.Policy.maxWait())
+	if err != nil {
+		return fmt.Errorf("backoff: pacing %s: %w", req.URL.Host, err)
+	}
+	if !res.Allowed {
+		return fmt.Errorf("%w: %s: retry after %s", ErrPaced, req.URL.Host, res.RetryAfter)
+	}
+	return nil
+}
+
+// ErrPaced reports a request not sent: its turn under Transport.Limit is
+// further off than it may wait.
+var ErrPaced = errors.New("backoff: the request's turn is further off than it may wait")
 
 // pace waits until the host of req may be sent to again, unless the wait is
 // longer than MaxWait or the request's context allows.
