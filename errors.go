@@ -37,7 +37,7 @@ var (
 	// ErrInvalidWait reports a maximum wait below 0 or above [MaxWait].
 	ErrInvalidWait = errors.New("redlimit: invalid wait")
 	// ErrQueueAlgorithm reports a [Queuer.Queue] of an algorithm other
-	// than TokenBucket: only a bucket has future instants to reserve.
+	// than TokenBucket: only a bucket has future instants to queue at.
 	ErrQueueAlgorithm = errors.New("redlimit: queueing needs token_bucket")
 	// ErrInvalidGrant reports a [Grant] that its store did not make.
 	ErrInvalidGrant = errors.New("redlimit: invalid grant")

@@ -10,7 +10,7 @@ import (
 )
 
 // Workers sharing a vendor API that takes 10 calls a second wait their
-// turns instead of being refused: each Wait reserves the next instant of
+// turns instead of being refused: each Wait takes the next instant of
 // the token bucket. On a redisstore.Store, every process queues in one
 // line.
 func ExampleWait() {

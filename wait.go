@@ -8,31 +8,33 @@ import (
 )
 
 // Queuer is a [Limiter] that can queue a token bucket's request: it
-// reserves the request's future instant, as GCRA allows, so that waiters
+// queues the request at a future instant, as GCRA allows, so that waiters
 // sharing a limit are spaced at its rate without polling. The memory and
 // redisstore stores implement it.
 type Queuer interface {
 	Limiter
-	// Queue reserves n tokens of limit, a [TokenBucket], for key at the
+	// Queue takes n tokens of limit, a [TokenBucket], for key at the
 	// first instant they conform, if that is at most maxWait from now.
 	// The bucket's arrival time moves on by n tokens at once, even into
 	// the future, so each later request queues behind this one. A
-	// request that would wait longer is refused and reserves nothing.
-	Queue(ctx context.Context, key string, limit Limit, n int64, maxWait time.Duration) (Reservation, error)
-	// Unqueue gives back r's place. It gives back all of r's tokens when
-	// nothing was admitted or queued on the bucket since r (its arrival
-	// time is still the one r wrote), and nothing otherwise: the later
-	// requests keep their instants, and the bucket stays on the strict
-	// side. It reports whether it gave back.
-	Unqueue(ctx context.Context, r Reservation) (bool, error)
+	// request that would wait longer is refused and takes nothing.
+	Queue(ctx context.Context, key string, limit Limit, n int64, maxWait time.Duration) (Turn, error)
+	// Unqueue gives back r's place, and reports whether it did. It gives
+	// back all of r's tokens while the bucket's arrival time is still the
+	// one r wrote: nothing was admitted, queued, debited or refunded on it
+	// since. Otherwise it gives back nothing: the later turns keep their
+	// instants, and the bucket stays on the strict side (exact would move
+	// them). A bucket Reset since and brought to the very same µs is
+	// taken as unchanged.
+	Unqueue(ctx context.Context, r Turn) (bool, error)
 }
 
-// Reservation is the answer of [Queuer.Queue].
-type Reservation struct {
+// Turn is the answer of [Queuer.Queue].
+type Turn struct {
 	// Result is the queue's answer. Allowed: the request is queued, and
 	// admitted after Delay. Otherwise it was refused: RetryAfter is how
 	// long until it could pass without waiting ([Never]: its cost exceeds
-	// the burst), and nothing was reserved.
+	// the burst), and nothing was taken.
 	Result
 	// Delay is how long until the queued request is admitted: 0 for a
 	// request admitted now.
@@ -41,7 +43,7 @@ type Reservation struct {
 	Key   string
 	Limit Limit
 	Cost  int64
-	// TAT is the bucket's arrival time (µs) the reservation wrote, for
+	// TAT is the bucket's arrival time (µs) the turn wrote, for
 	// Unqueue.
 	TAT int64
 }

@@ -64,7 +64,7 @@ func TestWaitRetries(t *testing.T) {
 }
 
 // TestWaitRefusals: bad waits are errors; a wait beyond maxWait or ctx's
-// deadline is a denial at once, reserving nothing; a cancelled waiter
+// deadline is a denial at once, taking nothing; a cancelled waiter
 // gives its place back.
 func TestWaitRefusals(t *testing.T) {
 	store, err := memory.New()
@@ -97,7 +97,7 @@ func TestWaitRefusals(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("a refused Wait took %s: want at once", took)
 	}
-	// Nothing was reserved by the refusals: the next place is as before.
+	// Nothing was taken by the refusals: the next place is as before.
 	r, err := store.Queue(ctx, "k", l, 1, time.Minute)
 	if err != nil || !r.Allowed || r.Delay > time.Second {
 		t.Fatalf("Queue: %+v, %v", r, err)

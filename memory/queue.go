@@ -25,11 +25,11 @@ func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pe
 }
 
 // Queue implements [redlimit.Queuer].
-func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Reservation, error) {
+func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
 	if err := redlimit.ValidateQueue(key, limit, n, maxWait); err != nil {
-		return redlimit.Reservation{}, fmt.Errorf("memory: %w", err)
+		return redlimit.Turn{}, fmt.Errorf("memory: %w", err)
 	}
-	r := redlimit.Reservation{Key: key, Limit: limit, Cost: n}
+	r := redlimit.Turn{Key: key, Limit: limit, Cost: n}
 	wait := int64(maxWait / time.Microsecond)
 	decide := func(e *entry, p *params, now, n int64, res *redlimit.Result) pending {
 		w, over := checkQueue(e, p, now, n, wait, res)
@@ -37,7 +37,7 @@ func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n i
 		return w
 	}
 	if err := s.allowSlow(ctx, key, limit, n, &r.Result, decide); err != nil {
-		return redlimit.Reservation{}, err
+		return redlimit.Turn{}, err
 	}
 	if !r.Allowed {
 		r.Delay, r.TAT = 0, 0
@@ -46,7 +46,7 @@ func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n i
 }
 
 // Unqueue implements [redlimit.Queuer].
-func (s *Store) Unqueue(ctx context.Context, r redlimit.Reservation) (bool, error) {
+func (s *Store) Unqueue(ctx context.Context, r redlimit.Turn) (bool, error) {
 	if err := redlimit.ValidateQueue(r.Key, r.Limit, r.Cost, 0); err != nil {
 		return false, fmt.Errorf("memory: %w", err)
 	}

@@ -25,7 +25,7 @@ func TestQueueConcurrent(t *testing.T) {
 	l := redlimit.Per(40, time.Second).TokenBucket(2)
 	ei, now := l.EmissionInterval(), redlimittest.T0.UnixMicro()
 	var mu sync.Mutex
-	var rs []redlimit.Reservation
+	var rs []redlimit.Turn
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Add(1)
@@ -41,7 +41,7 @@ func TestQueueConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(rs, func(a, b redlimit.Reservation) int { return int(a.TAT - b.TAT) })
+	slices.SortFunc(rs, func(a, b redlimit.Turn) int { return int(a.TAT - b.TAT) })
 	for i, r := range rs {
 		wantTAT := now + int64(i+1)*ei
 		wantDelay := time.Duration(max(0, int64(i+1)-l.Burst)*ei) * time.Microsecond

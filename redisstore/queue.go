@@ -12,22 +12,22 @@ var _ redlimit.Queuer = (*Store)(nil)
 
 // Queue implements [redlimit.Queuer] in one script call, at the script's
 // instant: every process sharing the Redis server queues in one line.
-func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Reservation, error) {
+func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
 	if err := redlimit.ValidateQueue(key, limit, n, maxWait); err != nil {
-		return redlimit.Reservation{}, fmt.Errorf("redisstore: %w", err)
+		return redlimit.Turn{}, fmt.Errorf("redisstore: %w", err)
 	}
 	req := redlimit.Request{Key: key, Limit: limit, Cost: n}
 	w := s.newWire()
 	w.queue(kindQueue, s.keys([]redlimit.Request{req})[0], req, int64(maxWait/time.Microsecond))
 	r, err := s.call(ctx, "queue", &w)
 	if err != nil {
-		return redlimit.Reservation{}, err
+		return redlimit.Turn{}, err
 	}
 	v := r.values(5)
 	if !r.ok() || v[0] < 0 || v[0] > 1 {
-		return redlimit.Reservation{}, badReply("queue", r)
+		return redlimit.Turn{}, badReply("queue", r)
 	}
-	res := redlimit.Reservation{Key: key, Limit: limit, Cost: n, TAT: v[4]}
+	res := redlimit.Turn{Key: key, Limit: limit, Cost: n, TAT: v[4]}
 	if v[0] == 1 {
 		res.Result = resultOf(req, true, v[1], 0, v[3])
 		res.Delay = fromMicros(v[2])
@@ -38,7 +38,7 @@ func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n i
 }
 
 // Unqueue implements [redlimit.Queuer] in one script call.
-func (s *Store) Unqueue(ctx context.Context, q redlimit.Reservation) (bool, error) {
+func (s *Store) Unqueue(ctx context.Context, q redlimit.Turn) (bool, error) {
 	if err := redlimit.ValidateQueue(q.Key, q.Limit, q.Cost, 0); err != nil {
 		return false, fmt.Errorf("redisstore: %w", err)
 	}

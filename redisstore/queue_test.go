@@ -15,7 +15,7 @@ import (
 )
 
 // TestQueueDifferential applies random sequences of queues (with random
-// maximum waits), unqueues of earlier reservations, admissions, peeks and
+// maximum waits), unqueues of earlier turns, admissions, peeks and
 // resets to the memory store and to Redis with explicit time: every
 // answer must be the same.
 func TestQueueDifferential(t *testing.T) {
@@ -43,7 +43,7 @@ func TestQueueDifferential(t *testing.T) {
 				t.Helper()
 				t.Fatalf("seed %d: %s\nlast operations:\n%s", seed, fmt.Sprintf(format, args...), strings.Join(history[max(0, len(history)-25):], "\n"))
 			}
-			type pair struct{ m, r redlimit.Reservation }
+			type pair struct{ m, r redlimit.Turn }
 			var held []pair
 			var queued, back int
 			for range 1500 {
@@ -68,7 +68,7 @@ func TestQueueDifferential(t *testing.T) {
 						held = append(held, pair{mr, rr})
 					}
 				case op < 7 && len(held) > 0:
-					// The latest reservation half the time: it may give back.
+					// The latest turn half the time: it may give back.
 					i := len(held) - 1
 					if rng.IntN(2) == 0 {
 						i = rng.IntN(len(held))

@@ -25,7 +25,7 @@ import (
 // time, so 64 waiters take 1.6 s.
 var waitLimit = redlimit.Per(40, time.Second).TokenBucket(1)
 
-// Each waiter wakes no earlier than its reserved instant, less waitSkew
+// Each waiter wakes no earlier than its instant of its turn, less waitSkew
 // (Redis TIME and Go read one clock, in µs), and nine in ten wake within
 // waitLate after it: timers and goroutines run late on a busy machine.
 const (
@@ -33,20 +33,20 @@ const (
 	waitLate = 250 * time.Millisecond
 )
 
-// admission is one waiter's: the TAT its reservation wrote, and when
+// admission is one waiter's: the TAT its turn wrote, and when
 // Wait returned.
 type admission struct {
 	tat  int64
 	woke time.Time
 }
 
-// recorder is a Queuer that records each reservation's TAT.
+// recorder is a Queuer that records each turn's TAT.
 type recorder struct {
 	*redisstore.Store
 	tat int64
 }
 
-func (r *recorder) Queue(ctx context.Context, key string, l redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Reservation, error) {
+func (r *recorder) Queue(ctx context.Context, key string, l redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
 	q, err := r.Store.Queue(ctx, key, l, n, maxWait)
 	r.tat = q.TAT
 	return q, err
@@ -78,7 +78,7 @@ func waitAll(t testing.TB, s *redisstore.Store, key string, waiters int) []admis
 }
 
 // checkSpacing checks what the waiters of one limit were admitted: their
-// reserved instants never closer than the emission interval (so never
+// instant of its turns never closer than the emission interval (so never
 // more than Count in a period), each waiter woken at or after its own.
 func checkSpacing(t *testing.T, as []admission, want int) {
 	t.Helper()
@@ -92,14 +92,14 @@ func checkSpacing(t *testing.T, as []admission, want int) {
 	for i, a := range as {
 		at := time.UnixMicro(a.tat - tau)
 		if i > 0 && a.tat-as[i-1].tat < ei {
-			t.Errorf("admissions %d and %d reserved %dµs apart, want at least %dµs", i-1, i, a.tat-as[i-1].tat, ei)
+			t.Errorf("turns %d and %d %dµs apart, want at least %dµs", i-1, i, a.tat-as[i-1].tat, ei)
 		}
 		if a.woke.Before(at.Add(-waitSkew)) {
 			t.Errorf("admission %d woke %s before its instant", i, at.Sub(a.woke))
 		}
 		late = append(late, a.woke.Sub(at))
 	}
-	// Per period, by reserved instant: never above the count.
+	// Per period, by instant of its turn: never above the count.
 	for i := range as {
 		j := i
 		for j < len(as) && as[j].tat-as[i].tat < waitLimit.Period.Microseconds() {
@@ -111,7 +111,7 @@ func checkSpacing(t *testing.T, as []admission, want int) {
 	}
 	slices.Sort(late)
 	p50, p90 := late[len(late)/2], late[len(late)*9/10]
-	t.Logf("lateness after the reserved instant: median %s, p90 %s, max %s", p50, p90, late[len(late)-1])
+	t.Logf("lateness after the instant of its turn: median %s, p90 %s, max %s", p50, p90, late[len(late)-1])
 	if p90 > waitLate {
 		t.Errorf("nine in ten woke within %s of their instant, want %s", p90, waitLate)
 	}
@@ -198,7 +198,7 @@ func TestWaitProcesses(t *testing.T) {
 // TestWaitCancel: 4 stores × 16 queue on one limit; the latest 8 give
 // their places back, latest first, and a request queued then takes the
 // first place given back. A place in the middle is not given back: the
-// later reservations keep their instants.
+// later turns keep their instants.
 func TestWaitCancel(t *testing.T) {
 	d := deployments[0]
 	p := prefix(t)
@@ -208,7 +208,7 @@ func TestWaitCancel(t *testing.T) {
 		stores[i] = d.store(t, redisstore.WithPrefix(p))
 	}
 	var mu sync.Mutex
-	var rs []redlimit.Reservation
+	var rs []redlimit.Turn
 	var wg sync.WaitGroup
 	for _, s := range stores {
 		for range 16 {
@@ -226,7 +226,7 @@ func TestWaitCancel(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	slices.SortFunc(rs, func(a, b redlimit.Reservation) int { return int(a.TAT - b.TAT) })
+	slices.SortFunc(rs, func(a, b redlimit.Turn) int { return int(a.TAT - b.TAT) })
 	if back, err := stores[1].Unqueue(ctx, rs[30]); back || err != nil {
 		t.Errorf("Unqueue of a place with later ones: %v, %v; want false", back, err)
 	}

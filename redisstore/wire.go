@@ -45,8 +45,8 @@ const (
 	kindRefund   entryKind = 'f' // the refund of a group after another group denied
 	kindGiveBack entryKind = 'g' // Refund of a Grant
 	kindOnce     entryKind = 'o' // DebitOnce
-	kindQueue    entryKind = 'q' // Queue: a token bucket's reservation
-	kindUnqueue  entryKind = 'u' // Unqueue: a reservation given back
+	kindQueue    entryKind = 'q' // Queue: a token bucket's turn
+	kindUnqueue  entryKind = 'u' // Unqueue: a turn given back
 )
 
 // limitValues is how many values each limit of an entry of several

@@ -1,8 +1,8 @@
--- Queued requests (redlimit.Queuer): a QUEUE entry reserves a token
+-- Queued requests (redlimit.Queuer): a QUEUE entry queues a token
 -- bucket's request at the first instant it conforms, within a maximum
 -- wait; an UNQUEUE entry gives that place back. As memory/queue.go.
 -- An entry has one limit: its seven values (wire.go), the last being the
--- maximum wait µs (QUEUE) or the TAT the reservation wrote (UNQUEUE).
+-- maximum wait µs (QUEUE) or the TAT the turn wrote (UNQUEUE).
 
 -- token_bucket_queue is token_bucket_check for a request that may wait
 -- up to wait µs: one that does not conform now takes the first instant
