@@ -70,6 +70,17 @@ func (r *runTarget) Reset(ctx context.Context, key string, l redlimit.Limit) err
 	return r.s.Reset(ctx, key, l)
 }
 
+// Queue and Unqueue end the batch: the store makes each a call of its own.
+func (r *runTarget) Queue(ctx context.Context, key string, l redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
+	r.open = false
+	return r.s.Queue(ctx, key, l, n, maxWait)
+}
+
+func (r *runTarget) Unqueue(ctx context.Context, t redlimit.Turn) (bool, error) {
+	r.open = false
+	return r.s.Unqueue(ctx, t)
+}
+
 func (r *runTarget) decide(ctx context.Context, key string, l redlimit.Limit, n int64, peek bool) (redlimit.Result, error) {
 	req := redlimit.Request{Key: key, Limit: l, Cost: n}
 	if err := redlimit.ValidateRequests([]redlimit.Request{req}); err != nil {

@@ -64,6 +64,8 @@ type Stats struct {
 	Full      int // decisions a bounded store failed with Target.Full
 	Split     int // results a Split target was not compared on
 	Debits    int // results of debits
+	Queued    int // turns queued to wait (Queue with a delay)
+	GivenBack int // turns given back (Unqueue)
 }
 
 // Touched is a state a run wrote.

@@ -352,6 +352,29 @@ func (g *generator) next(h hints) (Op, bool) {
 	case c < 20:
 		op.Kind, op.Reqs = Reset, []Req{req()}
 		op.Reqs[0].Cost = 1
+	case c >= 27 && c < 31:
+		// A token bucket's turn, queued (its cost mostly within the
+		// burst), sometimes given back at once, or later.
+		op.Kind, op.Reqs = Queue, []Req{req()}
+		q := &op.Reqs[0]
+		for _, l := range g.limits {
+			if q.Limit.Algorithm != redlimit.TokenBucket && l.Algorithm == redlimit.TokenBucket {
+				q.Limit = l
+			}
+		}
+		if q.Limit.Algorithm != redlimit.TokenBucket {
+			op.Kind = Allow
+			break
+		}
+		if g.s.intn(4) != 0 {
+			q.Cost = 1 + g.s.intn(min(q.Limit.Burst, 3))
+		}
+		switch g.s.intn(4) {
+		case 0:
+			op.Kind = Unqueue
+		case 1:
+			g.then = &Op{At: g.at, Kind: Unqueue, Reqs: []Req{*q}}
+		}
 	case c < 31:
 		op.Kind = AllowAll
 		for range 1 + g.s.intn(8) {

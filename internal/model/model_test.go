@@ -43,7 +43,7 @@ func TestModelAgreesWithItself(t *testing.T) {
 		}
 	}
 	t.Logf("%+v", st)
-	if st.Allowed < 1000 || st.Denied < 1000 || st.Modelled < 1000 || st.Changed < 100 || st.Back < 100 || st.AllowAlls < 100 || st.Debits < 1000 {
+	if st.Allowed < 1000 || st.Denied < 1000 || st.Modelled < 1000 || st.Changed < 100 || st.Back < 100 || st.AllowAlls < 100 || st.Debits < 1000 || st.Queued < 100 || st.GivenBack < 20 {
 		t.Errorf("the sequences did too little of something: %+v", st)
 	}
 }

@@ -172,6 +172,16 @@ var Regressions = []Regression{
 			{2803599647359102 * micro, AllowAll, []Req{{0, redlimit.Per(2, 87840*time.Hour).TokenBucket(28), 28, true}}},
 		}},
 	},
+	{
+		// A turn given back to a full bucket: Redis deleted the key, so a
+		// clock that went back found none; memory kept its arrival time.
+		Name: "unqueue to a full bucket then the clock back",
+		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
+			{1 * micro, Queue, []Req{{0, redlimit.Per(5, time.Hour).TokenBucket(10), 3, false}}},
+			{1 * micro, Unqueue, []Req{{0, redlimit.Per(5, time.Hour).TokenBucket(10), 3, false}}},
+			{-86399999512 * micro, AllowAll, []Req{{0, redlimit.Per(5, time.Hour).TokenBucket(10), 2, true}}},
+		}},
+	},
 }
 
 // RunRegressions replays each of Regressions in a fresh Env, as a subtest;

@@ -54,6 +54,10 @@ type stateID struct {
 type info struct {
 	limit  redlimit.Limit // the last limit a request used
 	latest int64          // the latest instant a request was decided at (µs)
+	turn   *redlimit.Turn // the latest turn queued, for an Unqueue
+	// turnAdmitted and turnAt are admitted and admitAt before turn.
+	turnAdmitted bool
+	turnAt       int64
 	// back says the current instant is before latest: the clock went back.
 	back bool
 	// changed says its count or burst changed while it held admissions
@@ -234,6 +238,9 @@ func (r *runner) exec(op Op) *Failure {
 	r.setTime(op.At)
 	checked := r.checked
 	r.checked = nil
+	if op.Kind == Queue || op.Kind == Unqueue {
+		return r.queue(op)
+	}
 	reqs := r.requests(op)
 	want := expectedErr(op, reqs)
 	ds := make([]redlimit.Decision, len(r.env.Targets))

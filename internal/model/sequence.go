@@ -21,9 +21,15 @@ const (
 	Reset
 	// AllowAll decides the op's requests as one.
 	AllowAll
+	// Queue is Queue of the op's one request, a token bucket's, with a
+	// maximum wait of one period ([redlimit.Queuer]).
+	Queue
+	// Unqueue gives back the latest turn queued on the op's request's
+	// state, if any.
+	Unqueue
 )
 
-var kindNames = [...]string{"Allow", "Peek", "Reset", "AllowAll"}
+var kindNames = [...]string{"Allow", "Peek", "Reset", "AllowAll", "Queue", "Unqueue"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
