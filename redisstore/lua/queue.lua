@@ -39,11 +39,9 @@ local function entry(kd, x, keys, k0, v, out)
     out[#out + 1] = 0
     return
   end
+  -- Kept even when full again: a clock that goes back finds it, as
+  -- memory's entry.
   tat = tat - n * ei
-  if tat <= now then
-    redis.call('DEL', key)
-  else
-    redis.call('SET', key, token_bucket_value(tat, given, lst, epoch, 0), 'PX', ms(tat - now))
-  end
+  redis.call('SET', key, token_bucket_value(tat, given, lst, epoch, 0), 'PX', ms(math.max(tat - now, 0)))
   out[#out + 1] = 1
 end
