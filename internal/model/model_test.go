@@ -58,6 +58,14 @@ type mutant struct {
 	*model.Model
 	allowN   func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error)
 	allowAll func(m *model.Model, ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error)
+	queue    func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error)
+}
+
+func (m mutant) Queue(ctx context.Context, key string, l redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
+	if m.queue != nil {
+		return m.queue(m.Model, ctx, key, l, n, maxWait)
+	}
+	return m.Model.Queue(ctx, key, l, n, maxWait)
 }
 
 func (m mutant) AllowN(ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
@@ -128,6 +136,11 @@ func TestCatchesPlantedBugs(t *testing.T) {
 				l = redlimit.Per(l.Count, 30*24*time.Hour).FixedWindow()
 			}
 			return m.AllowN(ctx, key, l, n)
+		}}},
+		{"a turn queued without its wait", mutant{queue: func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
+			t, err := m.Queue(ctx, key, l, n, maxWait)
+			t.Delay = 0
+			return t, err
 		}}},
 		{"Remaining past Limit", mutant{allowN: func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
 			r, err := m.AllowN(ctx, key, l, n)
