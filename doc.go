@@ -151,6 +151,27 @@
 // The memory store decides every limit atomically; so does Redis on one
 // server. On Redis Cluster, see redisstore's Store.AllowAll.
 //
+// # Waiting
+//
+// [Wait] blocks until a request is admitted, its wait would pass a
+// maximum, or its context ends: x/time/rate's Wait for limits many
+// processes share. What it does depends on the algorithm:
+//
+//   - [TokenBucket] on a [Queuer] (the memory and Redis stores): the
+//     request takes its turn atomically ([Queuer.Queue]). The bucket's
+//     arrival time moves on by its cost even into the future, as GCRA
+//     allows, so waiters are admitted in order, spaced at the rate, with
+//     no polling. A turn beyond the maximum wait is refused at once, with
+//     its RetryAfter, and takes nothing. A waiter whose context ends
+//     gives its turn back ([Queuer.Unqueue]): all of it if no turn was
+//     taken after it, else none (the strict side).
+//   - The window algorithms, and a token bucket on a Limiter that cannot
+//     queue (a resilient.Limiter): retry after each denial's RetryAfter,
+//     plus up to a tenth of jitter. Not FIFO: a waiter may be overtaken.
+//
+// A queued turn holds its place in the state: AllowN and Peek see the
+// tokens as taken from the moment it is queued.
+//
 // # Time
 //
 // Stores compute in integer microseconds, exactly: every quantity stays

@@ -104,6 +104,14 @@
 // body. A request that can never pass (its cost above the limit's capacity,
 // which New rules out for its own rules) gets 429 without Retry-After.
 //
+// # Delay mode
+//
+// A rule with [Rule].Delay delays a request it would deny, instead of
+// refusing it, as NGINX's delay= does: the request waits its turn with
+// redlimit.Wait, up to Delay, and is then served. One that would wait
+// longer gets 429 at once. With a token bucket, the requests queue in
+// order across every process sharing the store.
+//
 // # Shadow mode
 //
 // A rule with Shadow set is a dry run: it is decided and counted, a request
