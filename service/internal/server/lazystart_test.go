@@ -13,6 +13,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/redlimit/redlimit/internal/redistest"
+	"github.com/redlimit/redlimit/redisstore"
 )
 
 // lazyRules has a local rule (the default policy) and a fail_closed one.
@@ -102,5 +103,40 @@ func TestServeStopsOnBadPassword(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "wrong@") {
 		t.Fatalf("stderr shows the password: %q", stderr.String())
+	}
+}
+
+// Each way Open fails is classed: only a Redis not reached is retried.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	redis := redistest.Start(t, "--requirepass", "right")
+	tlsRedis := redistest.StartTLS(t)
+	down := redistest.Start(t)
+	if err := down.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, url string
+		want      bool
+	}{
+		{"refused", "redis://" + down.Addr(), true},
+		{"not a URL", "mysql://x", false},
+		{"wrong password", "redis://:wrong@" + redis.Addr(), false},
+		{"no password", "redis://" + redis.Addr(), false},
+		{"TLS with an unknown CA", "rediss://" + tlsRedis.TLSAddr, false},
+		{"CA file missing", "rediss://" + tlsRedis.TLSAddr + "?ca_file=/nonexistent.pem", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s, err := redisstore.Open(ctx, tc.url)
+			if err == nil {
+				s.Close()
+				t.Fatal("Open: no error")
+			}
+			if got := unreachable(err); got != tc.want {
+				t.Fatalf("unreachable(%v) = %v, want %v", err, got, tc.want)
+			}
+		})
 	}
 }

@@ -104,7 +104,9 @@ func (l *lazyStore) retry() {
 
 // unreachable reports whether err says Redis could not be reached (refused,
 // reset, timed out, a name not resolved), which a later attempt may mend.
-// A bad URL, bad credentials or a TLS failure are settings: not these.
+// A bad URL, bad credentials or a failed certificate check are settings:
+// not these. A TLS handshake that times out is retried: the cause names
+// it.
 func unreachable(err error) bool {
 	var (
 		rec    tls.RecordHeaderError

@@ -342,9 +342,11 @@ type Server struct {
 }
 
 // New loads the configuration, opens the store and binds both listen
-// addresses, so that every start-up problem (a broken rule file, a Redis
-// that does not answer, a port in use) is its error. It serves nothing
-// until [Server.Run].
+// addresses, so that every start-up problem (a broken rule file, a bad
+// Redis URL or password, a port in use) is its error. A Redis that cannot
+// be reached is no error: the store opens in the background, and each
+// rule's failure policy answers until then. It serves nothing until
+// [Server.Run].
 func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	s := &Server{opts: withDefaults(opts), log: opts.Logger}
 	s.life, s.endLife = context.WithCancel(context.Background())
