@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,9 +32,8 @@ type lazyStore struct {
 	store atomic.Pointer[redisstore.Store]
 	nodes atomic.Pointer[redisstore.Registry]
 	cause atomic.Pointer[error] // why the store is not open yet
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
+	stop  context.CancelFunc    // ends the retries; nil without them
+	done  chan struct{}         // closed once no retry runs
 }
 
 // errNotOpen is the error of each call until the store is open;
@@ -46,7 +44,7 @@ var errNotOpen = errors.New("server: Redis not reached since start-up")
 // (see unreachable) is returned; otherwise the store is opened again in the
 // background, with backoff, until it opens or Close is called.
 func openLazy(ctx context.Context, log *slog.Logger, open func(context.Context) (*redisstore.Store, *redisstore.Registry, error)) (*lazyStore, error) {
-	l := &lazyStore{open: open, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &lazyStore{open: open, log: log, done: make(chan struct{})}
 	err := l.try(ctx)
 	if err == nil {
 		close(l.done)
@@ -56,7 +54,8 @@ func openLazy(ctx context.Context, log *slog.Logger, open func(context.Context) 
 		return nil, err
 	}
 	log.Warn("Redis not reached: serving by each rule's failure policy, not ready until it answers", "err", err)
-	go l.retry()
+	ctx, l.stop = context.WithCancel(context.Background())
+	go l.retry(ctx)
 	return l, nil
 }
 
@@ -74,28 +73,16 @@ func (l *lazyStore) try(ctx context.Context) error {
 
 // retry opens the store until it opens or Close is called; one log line
 // per failed attempt.
-func (l *lazyStore) retry() {
+func (l *lazyStore) retry(ctx context.Context) {
 	defer close(l.done)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-l.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for wait := openFirstWait; ; wait = min(2*wait, openMaxWait) {
 		select {
-		case <-l.stop:
+		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
 		err := l.try(ctx)
-		if err == nil {
-			return
-		}
-		if ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			return
 		}
 		l.log.Warn("Redis not reached yet", "err", err, "retry_in", min(2*wait, openMaxWait))
@@ -135,7 +122,9 @@ func (l *lazyStore) ready(ctx context.Context) error {
 
 // Close stops opening the store and closes what is open.
 func (l *lazyStore) Close() error {
-	l.once.Do(func() { close(l.stop) })
+	if l.stop != nil {
+		l.stop()
+	}
 	<-l.done
 	if n := l.nodes.Load(); n != nil {
 		n.Close()
