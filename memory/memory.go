@@ -297,12 +297,12 @@ func (s *Store) allowN(ctx context.Context, key string, limit *redlimit.Limit, n
 			sl.mu.Unlock()
 		}
 	}
-	return s.allowSlow(ctx, key, *limit, n, res, check)
+	return s.allowSlow(ctx, key, *limit, n, res, nil)
 }
 
-// allowSlow decides a request with decide (check, or a queue's), making
+// allowSlow decides a request, or queues it when q is not nil, making
 // room for the state it writes.
-func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit, n int64, res *redlimit.Result, decide func(*entry, *params, int64, int64, *redlimit.Result) pending) error {
+func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit, n int64, res *redlimit.Result, q *queued) error {
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		*res = redlimit.Result{}
 		return fmt.Errorf("memory: %w", err)
@@ -315,7 +315,7 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 	if _, ok := s.keys.Load(key); !ok {
 		// A key with no state that cannot pass makes none: a stream of
 		// requests too costly for their limit costs no memory.
-		if decide(nil, &p, s.micros(), n, res); !res.Allowed {
+		if decide(nil, &p, s.micros(), n, res, q); !res.Allowed {
 			return nil
 		}
 	}
@@ -324,7 +324,7 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 		sl := s.lock(key)
 		now := s.micros()
 		e := sl.find(limit.Algorithm, limit.Period, limit.Calendar)
-		w := decide(e, &p, now, n, res)
+		w := decide(e, &p, now, n, res, q)
 		if !res.Allowed {
 			if e != nil {
 				e.p = p // the count or burst may have changed

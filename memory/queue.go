@@ -24,23 +24,32 @@ func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pe
 	return pending{expires: now + due}, over
 }
 
+// queued is a request being queued: its maximum wait, then its wait and
+// the arrival time it writes, µs.
+type queued struct{ wait, delay, tat int64 }
+
+// decide is check, or checkQueue when q is not nil.
+func decide(e *entry, p *params, now, n int64, r *redlimit.Result, q *queued) pending {
+	if q == nil {
+		return check(e, p, now, n, r)
+	}
+	w, over := checkQueue(e, p, now, n, q.wait, r)
+	q.delay, q.tat = over, w.expires
+	return w
+}
+
 // Queue implements [redlimit.Queuer].
 func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
 	if err := redlimit.ValidateQueue(key, limit, n, maxWait); err != nil {
 		return redlimit.Turn{}, fmt.Errorf("memory: %w", err)
 	}
 	r := redlimit.Turn{Key: key, Limit: limit, Cost: n}
-	wait := int64(maxWait / time.Microsecond)
-	decide := func(e *entry, p *params, now, n int64, res *redlimit.Result) pending {
-		w, over := checkQueue(e, p, now, n, wait, res)
-		r.Delay, r.TAT = us(over), w.expires
-		return w
-	}
-	if err := s.allowSlow(ctx, key, limit, n, &r.Result, decide); err != nil {
+	q := queued{wait: int64(maxWait / time.Microsecond)}
+	if err := s.allowSlow(ctx, key, limit, n, &r.Result, &q); err != nil {
 		return redlimit.Turn{}, err
 	}
-	if !r.Allowed {
-		r.Delay, r.TAT = 0, 0
+	if r.Allowed {
+		r.Delay, r.TAT = us(q.delay), q.tat
 	}
 	return r, nil
 }
