@@ -98,8 +98,9 @@ type Semaphore interface {
 	// A lease that is held already is renewed: a retry is safe.
 	// A full key is a Lease with Held false, not an error.
 	Acquire(ctx context.Context, key string, c Concurrency, id string) (Lease, error)
-	// Renew extends lease id by c.TTL. A lease that expired is taken
-	// anew if a slot is free; otherwise Held is false.
+	// Renew extends lease id by c.TTL from now. A lease that expired
+	// (or that Redis lost) is not taken anew: Held is false, and the
+	// caller may Acquire again.
 	Renew(ctx context.Context, key string, c Concurrency, id string) (Lease, error)
 	// Release frees lease id's slot; releasing a lease not held is a no-op.
 	Release(ctx context.Context, key string, c Concurrency, id string) error

@@ -24,7 +24,8 @@ import (
 //     emission interval µs; a calendar window: minus its end, µs), count
 //     (token bucket: burst), cost;
 //   - each entry of another kind, in order, its values: limitValues per
-//     limit; a refund's time first; a give-back's records last.
+//     limit; a refund's time first; a give-back's records last; a
+//     lease's slots, TTL µs and id.
 //
 // KEYS, each entry's in order: one for a one-limit entry, one per limit
 // for the others, and a once's marker after its limit's.
@@ -45,6 +46,9 @@ const (
 	kindRefund   entryKind = 'f' // the refund of a group after another group denied
 	kindGiveBack entryKind = 'g' // Refund of a Grant
 	kindOnce     entryKind = 'o' // DebitOnce
+	kindAcquire  entryKind = 'c' // Acquire: a lease of one key
+	kindRenew    entryKind = 'e' // Renew
+	kindRelease  entryKind = 'x' // Release
 )
 
 // limitValues is how many values each limit of an entry of several
@@ -130,6 +134,14 @@ func (w *wire) once(key, marker string, r redlimit.Request, ttl int64) {
 	w.keys = append(w.keys, key, marker)
 	w.limit(r, debitValue(true))
 	w.vals = append(w.vals, strconv.FormatInt(ttl, 10))
+}
+
+// lease adds an entry of kind (kindAcquire, kindRenew or kindRelease) of
+// lease id under c on key.
+func (w *wire) lease(kind entryKind, key string, c redlimit.Concurrency, id string) {
+	w.ents = append(w.ents, byte(kind), 1, 1)
+	w.keys = append(w.keys, key)
+	w.vals = append(w.vals, strconv.FormatInt(c.Slots, 10), strconv.FormatInt(c.TTL.Microseconds(), 10), id)
 }
 
 // windowValue returns l's window on the wire: its period in µs, or for

@@ -39,10 +39,10 @@
 
 -- one holds, by algorithm as text, each algorithm's <algorithm>_one,
 -- which decides a decision alone on its key; several and more are the
--- entry functions of the other kinds (once.lua, refund.lua):
+-- entry functions of the other kinds (once.lua, refund.lua, lease.lua):
 -- each made by the first entry that needs it (a script makes its
 -- functions anew at each call: a hot key's batch needs none).
-local one, several, more
+local one, several, more, lease
 
 -- other decides entry kd (not ALLOW or PEEK) of x limits, whose keys
 -- follow keys[k0] and whose values start at ARGV[v], and appends its
@@ -51,6 +51,10 @@ local function other(kd, x, keys, k0, v, out)
   if kd == SEVERAL or kd == ADMIT or kd == ONCE then
     if several == nil then several = load_several() end
     return several(kd, x, keys, k0, v, out)
+  end
+  if kd == ACQUIRE or kd == RENEW or kd == RELEASE then
+    if lease == nil then lease = load_lease() end
+    return lease(kd, x, keys, k0, v, out)
   end
   if more == nil then more = load_more() end
   more(kd, x, keys, k0, v, out)
