@@ -89,6 +89,8 @@ type Lease struct {
 	// RetryAfter is, when not held, the time until the first lease
 	// expires: no slot frees by TTL sooner. Zero when held.
 	RetryAfter time.Duration
+	// Source says which path answered: the store, or a failure policy.
+	Source Source
 }
 
 // Semaphore is a store of leases: a distributed counting semaphore.
