@@ -177,3 +177,20 @@ func TestLeaseNeverOverN(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseBatch: lease entries in a batch (batch.lua's path) answer as
+// lone calls do, one after another.
+func TestLeaseBatch(t *testing.T) {
+	s := deployments[0].store(t, redisstore.WithPrefix(prefix(t)))
+	c := redlimit.InFlight(2, time.Minute)
+	got, err := s.AcquireBatch(context.Background(), "k", c, "a", "b", "a", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, true, false}
+	for i, l := range got {
+		if l.Held != want[i] || l.InFlight != min(int64(i+1), 2) {
+			t.Errorf("entry %d: %+v, want held %v", i, l, want[i])
+		}
+	}
+}
