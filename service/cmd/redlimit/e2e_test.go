@@ -479,6 +479,7 @@ func TestStartup(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	writeFile(t, bad, "domain: api\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: -5\n")
+	locked := redistest.Start(t, "--requirepass", "right") // a Redis refused stops nothing: TestServeStartsWhileRedisDown
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -488,7 +489,7 @@ func TestStartup(t *testing.T) {
 		{"broken config", nil, []string{"--config=" + bad}, "bad.yaml:6"},
 		{"broken config from the environment", []string{"REDLIMIT_CONFIG=" + bad}, nil, "bad.yaml:6"},
 		{"no such config", nil, []string{"--config=" + filepath.Join(dir, "none")}, "no such file"},
-		{"Redis refused", nil, []string{"--redis=redis://127.0.0.1:1"}, "cannot use Redis"},
+		{"Redis wrong password", nil, []string{"--redis=redis://:wrong@" + locked.Addr()}, "WRONGPASS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := tryStartProc(t, tc.env, tc.args...)

@@ -223,6 +223,7 @@ func TestEnvoyEnvBehaviour(t *testing.T) {
 // with an error naming it, never an in-memory store.
 func TestEnvoyEnvRefused(t *testing.T) {
 	t.Parallel()
+	locked := redistest.Start(t, "--requirepass", "right")
 	for _, tc := range []struct {
 		env  []string
 		want string
@@ -230,7 +231,7 @@ func TestEnvoyEnvRefused(t *testing.T) {
 		{[]string{"BACKEND_TYPE=memcache", "MEMCACHE_HOST_PORT=127.0.0.1:11211"}, "BACKEND_TYPE"},
 		{[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis.local"}, "REDIS_URL"},
 		{[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=[::1:6379"}, "REDIS_URL"},
-		{[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=127.0.0.1:1"}, "cannot use Redis"},
+		{[]string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + locked.Addr()}, "NOAUTH"},
 		{[]string{"GRPC_SERVER_USE_TLS=true"}, "GRPC_SERVER_TLS_CERT"},
 	} {
 		p := tryStartCommand(t, binPath, append(envoyBase[:len(envoyBase):len(envoyBase)], tc.env...), "serve")

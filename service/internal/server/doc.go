@@ -12,7 +12,9 @@
 // resilient.Limiter whose local fallback takes this node's share of each
 // limit, counted by the live-node registry. Without it, they live in this
 // process's memory (memory.Store), which New logs as a warning. The URL is
-// only ever logged or reported with its password redacted.
+// only ever logged or reported with its password redacted. A Redis that
+// cannot be reached at start-up stops nothing: the store opens in the
+// background (lazyStore), and the failure policies answer until then.
 //
 // # Listeners
 //

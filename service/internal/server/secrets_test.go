@@ -29,13 +29,19 @@ func TestRedisURLErrorsHideThePassword(t *testing.T) {
 		"redis://:" + secret + "@127.0.0.1:1",
 	} {
 		logs := &syncBuffer{}
-		_, err := New(context.Background(), Options{RedisURL: url, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		srv, err := New(context.Background(), Options{RedisURL: url, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-		if err == nil {
-			t.Fatalf("%q: no error", url)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		} else {
+			srv.Close() // a URL that parses: it starts, and logs why Redis is not reached
+			if !strings.Contains(logs.String(), "Redis not reached") {
+				t.Fatalf("%q: no error, and no log of Redis not reached:\n%s", url, logs)
+			}
 		}
 		for _, part := range []string{secret, "Zq9", "sekret"} {
-			if strings.Contains(err.Error(), part) || strings.Contains(logs.String(), part) {
+			if strings.Contains(msg, part) || strings.Contains(logs.String(), part) {
 				t.Errorf("%q: the password shows: %v\n%s", url, err, logs)
 			}
 		}

@@ -303,11 +303,10 @@ type Server struct {
 	dashDone       <-chan struct{}     // ends the dashboard's event streams
 	closeDashboard func()              // closes dashDone, once
 
-	redis     *redisstore.Store    // nil on memory
-	nodes     *redisstore.Registry // nil on memory
-	resilient *resilient.Limiter   // nil on memory
-	mem       *memory.Store        // nil on Redis
-	fallback  *memory.Store        // the local fallback on Redis; nil on memory
+	redis     *lazyStore         // nil on memory
+	resilient *resilient.Limiter // nil on memory
+	mem       *memory.Store      // nil on Redis
+	fallback  *memory.Store      // the local fallback on Redis; nil on memory
 
 	xds    *xds.Client  // nil without Options.XDS
 	envoy  *envoyStats  // nil without EnvoyMetrics and statsd
@@ -343,9 +342,11 @@ type Server struct {
 }
 
 // New loads the configuration, opens the store and binds both listen
-// addresses, so that every start-up problem (a broken rule file, a Redis
-// that does not answer, a port in use) is its error. It serves nothing
-// until [Server.Run].
+// addresses, so that every start-up problem (a broken rule file, a bad
+// Redis URL or password, a port in use) is its error. A Redis that cannot
+// be reached is no error: the store opens in the background, and each
+// rule's failure policy answers until then. It serves nothing until
+// [Server.Run].
 func New(ctx context.Context, opts Options) (srv *Server, err error) {
 	s := &Server{opts: withDefaults(opts), log: opts.Logger}
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -588,13 +589,21 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.opts.RedisPrefix != "" {
 		opts = append(opts, redisstore.WithPrefix(s.opts.RedisPrefix))
 	}
-	store, err := redisstore.Open(ctx, redisURL, opts...)
+	s.redis, err = openLazy(ctx, s.log, func(ctx context.Context) (*redisstore.Store, *redisstore.Registry, error) {
+		store, err := redisstore.Open(ctx, redisURL, opts...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: %w", err)
+		}
+		nodes, err := store.Register(ctx, redisstore.RegistryOptions{Logger: s.log})
+		if err != nil {
+			store.Close()
+			return nil, nil, fmt.Errorf("server: live-node registry: %w", err)
+		}
+		s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", nodes.ID(), "live_nodes", nodes.Nodes())
+		return store, nodes, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	s.redis = store
-	if s.nodes, err = store.Register(ctx, redisstore.RegistryOptions{Logger: s.log}); err != nil {
-		return nil, fmt.Errorf("server: live-node registry: %w", err)
+		return nil, err
 	}
 	collector, err := redlimitprom.New(s.registry, redlimitprom.Options{})
 	if err != nil {
@@ -604,13 +613,12 @@ func (s *Server) openStore(ctx context.Context) (redlimit.Limiter, error) {
 	if s.opts.NoDenyCache {
 		deny = -1
 	}
-	if s.resilient, err = resilient.New(store, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.nodes, Logger: s.log, Fallback: resilient.FallbackOptions{Limiter: mem},
+	if s.resilient, err = resilient.New(s.redis, resilient.Options{Timeout: s.opts.Timeout, Nodes: s.redis, Logger: s.log, Fallback: resilient.FallbackOptions{Limiter: mem},
 		DenyCache: resilient.DenyCacheOptions{Size: deny, Bytes: s.opts.DenyCacheBytes},
 		Observer:  resilientObserver{collector, &breakerLog{log: s.log}}}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	collector.Watch(s.resilient)
-	s.log.Info("limits kept in Redis", "redis", redisstore.Redacted(redisURL), "node", s.nodes.ID(), "live_nodes", s.nodes.Nodes())
 	return s.resilient, nil
 }
 
@@ -765,9 +773,6 @@ func (s *Server) Close() error {
 				ln.Close()
 			}
 		}
-		if s.nodes != nil {
-			s.nodes.Close()
-		}
 		if s.resilient != nil {
 			s.resilient.Close()
 		}
@@ -803,7 +808,7 @@ func (s *Server) ready(ctx context.Context) error {
 	if s.redis != nil {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if err := s.redis.Ping(ctx); err != nil {
+		if err := s.redis.ready(ctx); err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
 	}

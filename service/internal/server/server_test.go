@@ -320,7 +320,7 @@ func TestStartupErrors(t *testing.T) {
 	}{
 		{"broken config", Options{ConfigPath: bad}, "bad.yaml:5"},
 		{"missing config", Options{ConfigPath: filepath.Join(dir, "nope.yaml")}, "nope.yaml"},
-		{"redis refused", Options{RedisURL: "redis://127.0.0.1:1"}, "cannot use Redis"},
+		{"redis ca_file without TLS", Options{RedisURL: "redis://127.0.0.1:1?ca_file=x.pem"}, "ca_file"},
 		{"bad redis URL", Options{RedisURL: "mysql://x"}, "redis"},
 		{"port in use", Options{GRPCAddr: busy.GRPCAddr()}, "address already in use"},
 		{"bad cap", Options{MaxDescriptors: 65}, "MaxDescriptors"},
