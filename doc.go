@@ -116,6 +116,17 @@
 // store on Cluster, not by resilient. Stores ignore Failure and answer
 // [FromStore] or [Undecided].
 //
+// # Concurrency limits
+//
+// A [Concurrency] limit holds at most Slots leases on a key at once, each
+// living TTL unless renewed: "at most 10 jobs in flight per tenant across
+// all servers". A [Semaphore] (the Redis and memory stores, and a
+// resilient Limiter on one of them) takes, renews and frees leases.
+// A holder that dies frees its slot at the TTL. [Hold] holds a slot for a
+// task of any length, renewing it, and frees it when the task ends; the
+// in-flight rules of httplimit and grpclimit use it. [Concurrency.Failure]
+// is the failure policy of a limit, read by resilient as for rate limits.
+//
 // # Errors
 //
 // Errors wrap the sentinel errors of this package ([ErrInvalidKey],

@@ -42,6 +42,14 @@
 // ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, and
 // retry-after on denials. [Options].Metadata selects them.
 //
+// # In-flight rules
+//
+// A rule with InFlight set holds a slot of a [redlimit.Concurrency] on its
+// key for the life of each call or stream, as httplimit's in-flight rules
+// do for requests: taken after the rate rules allow the call, renewed
+// while the handler runs, freed when it returns. A call that finds no free
+// slot fails with codes.ResourceExhausted and the two details above.
+//
 // # Clients
 //
 // [UnaryClientInterceptor] retries calls refused with ResourceExhausted and

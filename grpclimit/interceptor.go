@@ -54,6 +54,7 @@ type Interceptor struct {
 	lim   redlimit.Limiter
 	opts  Options
 	rules *ruleset.Set[call]
+	sem   redlimit.Semaphore // lim, when it keeps leases
 }
 
 // New returns an interceptor that decides every call against rules with lim.
@@ -71,7 +72,11 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Interceptor, error
 	if err != nil {
 		return nil, err
 	}
-	return &Interceptor{lim: lim, opts: opts, rules: rs}, nil
+	sem, ok := lim.(redlimit.Semaphore)
+	if len(rs.Held) > 0 && !ok {
+		return nil, fmt.Errorf("%w: in-flight rules need a limiter that keeps leases (a redlimit.Semaphore)", ErrInvalidRule)
+	}
+	return &Interceptor{lim: lim, opts: opts, rules: rs, sem: sem}, nil
 }
 
 // Unary returns a unary server interceptor. A denied call fails with
@@ -85,6 +90,11 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 		if err != nil {
 			return nil, err
 		}
+		release, err := in.hold(ctx, info.FullMethod, req)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		return handler(ctx, req)
 	}
 }
@@ -102,6 +112,11 @@ func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
+		release, err := in.hold(ss.Context(), info.FullMethod, nil)
+		if err != nil {
+			return err
+		}
+		defer release()
 		return handler(srv, ss)
 	}
 }
@@ -153,6 +168,48 @@ func (in *Interceptor) check(ctx context.Context, method string, req any) (metad
 	st := denialStatus(&v)
 	in.logger().LogAttrs(ctx, slog.LevelDebug, "grpclimit: denied", slog.String("method", method), slog.String("status", st.Message()))
 	return md, st.Err()
+}
+
+// hold holds the slots of the in-flight rules for a call (see
+// Rule.InFlight), and returns their release, or the status error that
+// refuses the call.
+func (in *Interceptor) hold(ctx context.Context, method string, req any) (release func(), err error) {
+	if len(in.rules.Held) == 0 {
+		return func() {}, nil
+	}
+	release, rule, l, err := in.rules.Hold(ctx, in.sem, call{ctx: ctx, method: method, req: req}, "")
+	switch {
+	case err != nil && ruleset.KeyFailed(err):
+		in.logger().LogAttrs(ctx, slog.LevelWarn, "grpclimit: call not decided: bad key", slog.String("method", method), slog.String("rule", rule.Name), slog.Any("err", err))
+		return nil, status.Errorf(codes.InvalidArgument, "grpclimit: the call gives concurrency limit %q no key it can use", rule.Name)
+	case err != nil && in.opts.FailClosed:
+		in.logger().LogAttrs(ctx, slog.LevelError, "grpclimit: limiter failed; refusing the call", slog.String("method", method), slog.Any("err", err))
+		return nil, status.Error(codes.Unavailable, "grpclimit: the rate limiter is unavailable")
+	case err != nil:
+		in.logger().LogAttrs(ctx, slog.LevelError, "grpclimit: limiter failed; serving the call unlimited", slog.String("method", method), slog.Any("err", err))
+		return func() {}, nil
+	case rule != nil:
+		in.logger().LogAttrs(ctx, slog.LevelDebug, "grpclimit: denied: no slot free", slog.String("method", method), slog.String("rule", rule.Name))
+		return nil, inFlightStatus(rule.Name, rule.InFlight, l.RetryAfter).Err()
+	}
+	return release, nil
+}
+
+// inFlightStatus returns the status of a call denied by the in-flight rule
+// name of c: ResourceExhausted, with a QuotaFailure and a RetryInfo detail.
+func inFlightStatus(name string, c redlimit.Concurrency, retry time.Duration) *status.Status {
+	delay := retry.Truncate(retryDelayResolution)
+	if delay < retry {
+		delay += retryDelayResolution
+	}
+	st := status.Newf(codes.ResourceExhausted, "concurrency limit %q (%d in flight) exceeded: retry after %s", name, c.Slots, delay)
+	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+		Subject: name, Description: fmt.Sprintf("concurrency limit %q (%d in flight) exceeded", name, c.Slots),
+	}}}
+	if withDetails, err := st.WithDetails(qf, &errdetails.RetryInfo{RetryDelay: durationpb.New(delay)}); err == nil {
+		st = withDetails
+	}
+	return st
 }
 
 // denialStatus returns the status of a denied call: ResourceExhausted, with a

@@ -55,6 +55,14 @@ type Rule struct {
 	// calls as if it alone were added to the enforced rules, as in
 	// httplimit.
 	Shadow bool
+	// InFlight, if not zero, makes the rule an in-flight rule: each call
+	// (or stream) it applies to holds a slot of InFlight on its key while
+	// the handler runs, renewed if it runs past the TTL, and released when
+	// it returns. A call that finds every slot held fails with
+	// codes.ResourceExhausted, after the rate rules allowed it. Such a rule
+	// has only a Name and a Key; the interceptor's limiter must be a
+	// [redlimit.Semaphore].
+	InFlight redlimit.Concurrency
 }
 
 // kind makes the rule engine's errors and messages those of grpclimit.
@@ -70,7 +78,7 @@ var kind = &ruleset.Kind{
 func newRuleSet(rules []Rule) (*ruleset.Set[call], error) {
 	rs := make([]ruleset.Rule[call], len(rules))
 	for i, r := range rules {
-		rs[i] = ruleset.Rule[call]{Name: r.Name, Limit: r.Limit, Key: r.Key.ofCall(), Cost: r.Cost, Shadow: r.Shadow}
+		rs[i] = ruleset.Rule[call]{Name: r.Name, Limit: r.Limit, Key: r.Key.ofCall(), Cost: r.Cost, Shadow: r.Shadow, InFlight: r.InFlight}
 		if f := r.LimitFunc; f != nil {
 			rs[i].LimitFunc = func(c call) (redlimit.Limit, error) { return f(c.ctx, c.method, c.req) }
 		}

@@ -122,6 +122,17 @@
 // the enforced rules consume or refuse anything. The rate limit service's
 // shadow mode means the same.
 //
+// # In-flight rules
+//
+// A rule with InFlight set holds a slot of a [redlimit.Concurrency] on its
+// key for the life of each request: at most Slots requests of a key run
+// at once, across every server sharing the store. The slot is taken after
+// the rate rules allow the request, renewed while the handler runs past
+// the TTL, and freed when it returns; a server that dies frees its slots
+// at the TTL. A request that finds no free slot gets 429, with
+// Retry-After the time until the first lease expires. The middleware's
+// limiter must also be a [redlimit.Semaphore], as both stores are.
+//
 // # Failures
 //
 // When the limiter fails (Redis unreachable, a deadline), the middleware

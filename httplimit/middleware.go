@@ -3,6 +3,7 @@ package httplimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -55,6 +56,7 @@ type Middleware struct {
 	lim    redlimit.Limiter
 	opts   Options
 	rules  *ruleset.Set[*http.Request]
+	sem    redlimit.Semaphore // lim, when it keeps leases
 	routes routes
 	delays []time.Duration // by rule index: each rule's Delay
 }
@@ -78,7 +80,11 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error)
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{lim: lim, opts: opts, rules: rs, routes: rt}
+	sem, ok := lim.(redlimit.Semaphore)
+	if len(rs.Held) > 0 && !ok {
+		return nil, fmt.Errorf("%w: in-flight rules need a limiter that keeps leases (a redlimit.Semaphore)", ErrInvalidRule)
+	}
+	m := &Middleware{lim: lim, opts: opts, rules: rs, sem: sem, routes: rt}
 	for _, r := range rules {
 		m.delays = append(m.delays, r.Delay)
 	}
@@ -100,6 +106,9 @@ func (m *Middleware) logger() *slog.Logger {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if len(m.rules.Held) > 0 {
+		next = m.holding(next)
+	}
 	ctx := r.Context()
 	applied, bad, err := m.rules.Apply(r, m.routes.match(r), func(rule *ruleset.Rule[*http.Request], err error) {
 		m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not decided by a shadow rule: bad key, limit or cost", requestAttrs(r, slog.Any("err", &KeyError{Rule: rule.Name, Err: err}))...)
@@ -191,6 +200,41 @@ func (m *Middleware) decide(ctx context.Context, r *http.Request, applied []rule
 	}
 	w.Applied, w.Results = append(v.Applied, w.Applied...), append(v.Results, w.Results...)
 	return w, nil
+}
+
+// holding returns next holding the slots of the in-flight rules for the
+// life of each request (see Rule.InFlight).
+func (m *Middleware) holding(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		release, rule, l, err := m.rules.Hold(ctx, m.sem, r, m.routes.match(r))
+		defer release()
+		switch {
+		case err != nil && ruleset.KeyFailed(err):
+			kerr := &KeyError{Rule: rule.Name, Err: err}
+			m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: request not decided: bad key", requestAttrs(r, slog.Any("err", kerr))...)
+			m.onError(w, r, kerr)
+		case err != nil && m.opts.FailClosed:
+			m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; refusing the request", requestAttrs(r, slog.Any("err", err))...)
+			m.onError(w, r, err)
+		case err != nil:
+			m.logger().LogAttrs(ctx, slog.LevelError, "httplimit: limiter failed; serving the request unlimited", requestAttrs(r, slog.Any("err", err))...)
+			next.ServeHTTP(w, r)
+		case rule != nil:
+			d := Denial{Rule: rule.Name, Violated: []string{rule.Name}, RetryAfter: l.RetryAfter, InFlight: rule.InFlight}
+			if ra, ok := ratelimitfield.RetryAfterValue(d.RetryAfter); ok {
+				w.Header().Set(ratelimitfield.HeaderRetryAfter, ra)
+			}
+			m.logger().LogAttrs(ctx, slog.LevelDebug, "httplimit: denied: no slot free", requestAttrs(r, slog.String("rule", d.Rule))...)
+			if m.opts.OnDenied != nil {
+				m.opts.OnDenied(w, r, d)
+				return
+			}
+			WriteDenial(w, r, d)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (m *Middleware) onError(w http.ResponseWriter, r *http.Request, err error) {

@@ -31,6 +31,9 @@ type Denial struct {
 	// among the rules that denied it. It is [redlimit.Never] when the
 	// request can never pass; the middleware then sends no Retry-After.
 	RetryAfter time.Duration
+	// InFlight is the limit of the in-flight rule that denied, which had
+	// no free slot; Limit and Result are zero then.
+	InFlight redlimit.Concurrency
 }
 
 // Problem is an RFC 9457 problem details object, with the extension members
@@ -64,15 +67,19 @@ func WriteDenial(w http.ResponseWriter, r *http.Request, d Denial) {
 		ViolatedPolicies: d.Violated,
 		Limit:            d.Rule,
 	}
+	what := fmt.Sprintf("Rate limit %q (%s)", d.Rule, d.Limit)
+	if d.InFlight.Slots > 0 {
+		what = fmt.Sprintf("Concurrency limit %q (%d in flight)", d.Rule, d.InFlight.Slots)
+	}
 	if d.RetryAfter == redlimit.Never {
-		p.Detail = fmt.Sprintf("Rate limit %q (%s) exceeded: the request costs more than the limit ever allows.", d.Rule, d.Limit)
+		p.Detail = what + " exceeded: the request costs more than the limit ever allows."
 	} else {
 		p.RetryAfterSeconds = ratelimitfield.RetryAfterSeconds(d.RetryAfter)
 		unit := "seconds"
 		if p.RetryAfterSeconds == 1 {
 			unit = "second"
 		}
-		p.Detail = fmt.Sprintf("Rate limit %q (%s) exceeded: retry after %d %s.", d.Rule, d.Limit, p.RetryAfterSeconds, unit)
+		p.Detail = fmt.Sprintf("%s exceeded: retry after %d %s.", what, p.RetryAfterSeconds, unit)
 	}
 	WriteProblem(w, p)
 }

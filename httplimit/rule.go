@@ -59,6 +59,13 @@ type Rule struct {
 	// it admitted stays counted if another rule then denies (the strict
 	// side). At most [redlimit.MaxWait]; not with Shadow.
 	Delay time.Duration
+	// InFlight, if not zero, makes the rule an in-flight rule: each
+	// request it applies to holds a slot of InFlight on its key while the
+	// handler runs, renewed if it runs past the TTL, and released when it
+	// returns. A request that finds every slot held is denied (429), after
+	// the rate rules allowed it. Such a rule has only a Name, a Pattern
+	// and a Key; the middleware's limiter must be a [redlimit.Semaphore].
+	InFlight redlimit.Concurrency
 }
 
 // kind makes the rule engine's errors and messages those of httplimit.
@@ -78,7 +85,7 @@ func newRuleSet(rules []Rule) (*ruleset.Set[*http.Request], error) {
 			return nil, fmt.Errorf("%w: rule %q: delay %s: %w", ErrInvalidRule, r.Name, r.Delay, redlimit.ErrInvalidWait)
 		}
 		rs[i] = ruleset.Rule[*http.Request]{Name: r.Name, Route: r.Pattern,
-			Limit: r.Limit, LimitFunc: r.LimitFunc, Key: r.Key, Cost: r.Cost, CostFunc: r.CostFunc, Shadow: r.Shadow}
+			Limit: r.Limit, LimitFunc: r.LimitFunc, Key: r.Key, Cost: r.Cost, CostFunc: r.CostFunc, Shadow: r.Shadow, InFlight: r.InFlight}
 	}
 	return ruleset.New(kind, rs)
 }

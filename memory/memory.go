@@ -51,6 +51,7 @@ type Store struct {
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	leases    leases // the leases of concurrency limits (lease.go)
 }
 
 var _ redlimit.Limiter = (*Store)(nil)

@@ -144,6 +144,16 @@
 // smaller; a batch's run of admissions on one log trims what they would
 // one by one, at most fifteen each).
 //
+// # Leases
+//
+// [Store.Acquire], [Store.Renew] and [Store.Release] keep the leases of a
+// concurrency limit in a sorted set per key (the caller's key in braces,
+// then ":lease"), each lease scored by its expiry in the script's time.
+// Each call trims the expired leases, counts and writes in one script run,
+// so no two callers take one last slot. The key expires with its last
+// lease. A restart that loses the data frees every slot at once; one that
+// keeps it, or a replica promoted by a failover, frees each at its TTL.
+//
 // # Debits
 //
 // A [redlimit.Request.Debit] is decided by lua/debit.lua, one request

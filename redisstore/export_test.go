@@ -169,3 +169,36 @@ type deafBackend struct{ backend }
 func (d deafBackend) eval(ctx context.Context, sc script, keys, args []string) ([]int64, error) {
 	return d.backend.eval(context.WithoutCancel(ctx), sc, keys, args)
 }
+
+// AcquireBatch acquires leases ids of c on key in one batch of the
+// script, which batch.lua decides (a lone entry takes lone.lua's path).
+func (s *Store) AcquireBatch(ctx context.Context, key string, c redlimit.Concurrency, ids ...string) ([]redlimit.Lease, error) {
+	w := s.newWire()
+	for _, id := range ids {
+		w.lease(kindAcquire, s.leaseKey(key), c, id)
+	}
+	keys, args := w.args(s.scriptTime(), s.margin, false)
+	v, err := s.b.eval(ctx, batchScript, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := readReply(v)
+	if !ok {
+		return nil, fmt.Errorf("reply %v", v)
+	}
+	var out []redlimit.Lease
+	for range ids {
+		if f := r.next(); f != 0 {
+			return nil, keyStateError("acquire", f)
+		}
+		x := r.values(3)
+		if x == nil {
+			return nil, badReply("acquire", &r)
+		}
+		out = append(out, redlimit.Lease{Held: x[0] == 1, InFlight: x[1], RetryAfter: fromMicros(x[2])})
+	}
+	if !r.ok() {
+		return nil, badReply("acquire", &r)
+	}
+	return out, nil
+}

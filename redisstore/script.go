@@ -25,10 +25,10 @@ var nodesSource string
 // entry of another kind (lua/lone_other.lua), with the files of its kind;
 // then, for batches, loaders that the first entry needing them calls:
 // every single_<algorithm>.lua (load_one, a decision alone on its key),
-// the files of several limits (load_several) and of resets and refunds
-// (load_more); and batch.lua. batchCrossSlotSource is the same with Redis
-// 7's allow-cross-slot-keys flag, for the batch of a Cluster node, whose
-// keys span several slots.
+// the files of several limits (load_several), of resets and refunds
+// (load_more) and of leases (load_lease); and batch.lua.
+// batchCrossSlotSource is the same with Redis 7's allow-cross-slot-keys
+// flag, for the batch of a Cluster node, whose keys span several slots.
 var (
 	batchSource = joinScript("prelude", "lone") +
 		lone("fixed_window", "windows") +
@@ -38,12 +38,14 @@ var (
 		joinScript("sized", "muldiv", "windows", "log", "fixed_window", "sliding_log", "sliding_window", "token_bucket") +
 		when("lone_kind == SEVERAL or lone_kind == ADMIT or lone_kind == ONCE", append(severalFiles, "lone_other")...) +
 		when("lone_kind == QUEUE or lone_kind == UNQUEUE", "queue", "lone_other") +
+		when("lone_kind == ACQUIRE or lone_kind == RENEW or lone_kind == RELEASE", "lease", "lone_other") +
 		when("lone_kind ~= nil", append(moreFiles, "lone_other")...) +
 		loader("load_one", "fixed_window_one, sliding_log_one, sliding_window_one, token_bucket_one",
 			"single_fixed_window", "single_sliding_log", "single_sliding_window", "single_token_bucket") +
 		loader("load_several", "entry", severalFiles...) +
 		loader("load_more", "entry", moreFiles...) +
 		loader("load_queue", "entry", "queue") +
+		loader("load_lease", "entry", "lease") +
 		joinScript("batch")
 	batchCrossSlotSource = "#!lua flags=allow-cross-slot-keys\n" + batchSource
 

@@ -24,7 +24,8 @@ import (
 //     emission interval µs; a calendar window: minus its end, µs), count
 //     (token bucket: burst), cost;
 //   - each entry of another kind, in order, its values: limitValues per
-//     limit; a refund's time first; a give-back's records last.
+//     limit; a refund's time first; a give-back's records last; a
+//     lease's slots, TTL µs and id.
 //
 // KEYS, each entry's in order: one for a one-limit entry, one per limit
 // for the others, and a once's marker after its limit's.
@@ -47,6 +48,9 @@ const (
 	kindOnce     entryKind = 'o' // DebitOnce
 	kindQueue    entryKind = 'q' // Queue: a token bucket's turn
 	kindUnqueue  entryKind = 'u' // Unqueue: a turn given back
+	kindAcquire  entryKind = 'c' // Acquire: a lease of one key
+	kindRenew    entryKind = 'e' // Renew
+	kindRelease  entryKind = 'x' // Release
 )
 
 // limitValues is how many values each limit of an entry of several
@@ -140,6 +144,14 @@ func (w *wire) queue(kind entryKind, key string, r redlimit.Request, last int64)
 	w.ents = append(w.ents, byte(kind), 1, 1)
 	w.keys = append(w.keys, key)
 	w.limit(r, strconv.FormatInt(last, 10))
+}
+
+// lease adds an entry of kind (kindAcquire, kindRenew or kindRelease) of
+// lease id under c on key.
+func (w *wire) lease(kind entryKind, key string, c redlimit.Concurrency, id string) {
+	w.ents = append(w.ents, byte(kind), 1, 1)
+	w.keys = append(w.keys, key)
+	w.vals = append(w.vals, strconv.FormatInt(c.Slots, 10), strconv.FormatInt(c.TTL.Microseconds(), 10), id)
 }
 
 // windowValue returns l's window on the wire: its period in µs, or for

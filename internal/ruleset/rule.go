@@ -58,14 +58,20 @@ type Rule[R any] struct {
 	// Shadow makes the rule a dry run: decided and counted as package
 	// shadow says, never denying.
 	Shadow bool
+	// InFlight, if not zero, makes the rule an in-flight rule: it holds a
+	// slot of InFlight for the life of each request (inflight.go). Such a
+	// rule has no Limit, Cost or functions of them, and no Shadow.
+	InFlight redlimit.Concurrency
 }
 
 // A Set is a validated list of rules of one kind.
 type Set[R any] struct {
 	kind *Kind
-	// Rules are the rules given to New, in order, with their defaults
-	// filled in. They must not be changed.
+	// Rules are the rate rules given to New, in order, with their
+	// defaults filled in. They must not be changed.
 	Rules []Rule[R]
+	// Held are the in-flight rules given to New, in order.
+	Held []Rule[R]
 }
 
 // New validates rules and returns them as a set. It reports an error
@@ -80,10 +86,17 @@ func New[R any](k *Kind, rules []Rule[R]) (*Set[R], error) {
 	if len(rules) > redlimit.MaxRequests {
 		return nil, fmt.Errorf("%w: %d rules, at most %d", k.ErrInvalidRule, len(rules), redlimit.MaxRequests)
 	}
-	out := make([]Rule[R], len(rules))
+	s := &Set[R]{kind: k}
 	seen := make(map[string]bool, len(rules))
-	for i, r := range rules {
-		r, err := validate(k, r)
+	for _, r := range rules {
+		var err error
+		if r.InFlight != (redlimit.Concurrency{}) {
+			err = validateHeld(k, r)
+			s.Held = append(s.Held, r)
+		} else {
+			r, err = validate(k, r)
+			s.Rules = append(s.Rules, r)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -91,9 +104,8 @@ func New[R any](k *Kind, rules []Rule[R]) (*Set[R], error) {
 			return nil, fmt.Errorf("%w: two rules are named %q", k.ErrInvalidRule, r.Name)
 		}
 		seen[r.Name] = true
-		out[i] = r
 	}
-	return &Set[R]{kind: k, Rules: out}, nil
+	return s, nil
 }
 
 // validate checks r and returns it with its defaults filled in.

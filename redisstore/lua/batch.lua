@@ -39,10 +39,10 @@
 
 -- one holds, by algorithm as text, each algorithm's <algorithm>_one,
 -- which decides a decision alone on its key; several and more are the
--- entry functions of the other kinds (once.lua, refund.lua):
+-- entry functions of the other kinds (once.lua, refund.lua, lease.lua):
 -- each made by the first entry that needs it (a script makes its
 -- functions anew at each call: a hot key's batch needs none).
-local one, several, more, queued
+local one, several, more, queued, lease
 
 -- other decides entry kd (not ALLOW or PEEK) of x limits, whose keys
 -- follow keys[k0] and whose values start at ARGV[v], and appends its
@@ -55,6 +55,9 @@ local function other(kd, x, keys, k0, v, out)
   if kd == QUEUE or kd == UNQUEUE then
     if queued == nil then queued = load_queue() end
     return queued(kd, x, keys, k0, v, out)
+  elseif kd == ACQUIRE or kd == RENEW or kd == RELEASE then
+    if lease == nil then lease = load_lease() end
+    return lease(kd, x, keys, k0, v, out)
   end
   if more == nil then more = load_more() end
   more(kd, x, keys, k0, v, out)

@@ -25,6 +25,7 @@ local FIXED_WINDOW, SLIDING_LOG, SLIDING_WINDOW, TOKEN_BUCKET = 1, 2, 3, 4
 -- The entry kinds of a batch (batch.lua, redisstore/wire.go).
 local ALLOW, PEEK, SEVERAL, ADMIT, RESET, REFUND, GIVEBACK, ONCE = 97, 112, 115, 109, 114, 102, 103, 111 -- a p s m r f g o
 local QUEUE, UNQUEUE = 113, 117 -- q u (queue.lua)
+local ACQUIRE, RENEW, RELEASE = 99, 101, 120 -- c e x: a lease's (lease.lua)
 
 -- Numbers reach the script as text and leave it as text, and Redis's Lua
 -- converts with strtod and sprintf, which cost as much as a Redis call

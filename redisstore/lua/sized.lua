@@ -8,6 +8,7 @@ local known = { ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true }
 -- x limits has, and the index in ARGV after its values, which start at j;
 -- or nil and an error reply for an unknown kind or algorithm.
 local function sized(kd, x, j)
+  if kd == ACQUIRE or kd == RENEW or kd == RELEASE then return 1, j + 3 end
   local v0, n, k = j, 7 * x, x
   if kd == REFUND or kd == GIVEBACK then v0 = j + 1 end
   if kd == ONCE then

@@ -1,0 +1,74 @@
+package ruleset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redlimit/redlimit"
+)
+
+// errHeldKey marks an in-flight rule's key error (see KeyFailed).
+var errHeldKey = errors.New("bad key")
+
+// KeyFailed reports whether err, from Hold, is a key function's: the
+// request's fault, not the store's.
+func KeyFailed(err error) bool { return errors.Is(err, errHeldKey) }
+
+// validateHeld checks an in-flight rule.
+func validateHeld[R any](k *Kind, r Rule[R]) error {
+	if err := validName(k, r.Name); err != nil {
+		return err
+	}
+	if r.Key == nil {
+		return fmt.Errorf("%w: rule %q has no key function", k.ErrInvalidRule, r.Name)
+	}
+	if r.Limit != (redlimit.Limit{}) || r.LimitFunc != nil || r.Cost != 0 || r.CostFunc != nil || r.Shadow {
+		return fmt.Errorf("%w: in-flight rule %q has a Limit, LimitFunc, Cost, CostFunc or Shadow", k.ErrInvalidRule, r.Name)
+	}
+	if err := r.InFlight.Validate(); err != nil {
+		return fmt.Errorf("%s: rule %q: %w", k.Pkg, r.Name, err)
+	}
+	return nil
+}
+
+// Hold holds a slot of every in-flight rule of s whose Route is empty or
+// route and whose key function keys req (an error wrapping ErrNoKey skips
+// the rule), in order, until release is called. A rule whose slots are
+// all held denies: its lease says when to retry, and the slots taken
+// before it are released. A key function's other error or an empty key
+// returns that rule and the error (see KeyFailed); so does the store's. On denial
+// or error, release does nothing.
+func (s *Set[R]) Hold(ctx context.Context, sem redlimit.Semaphore, req R, route string) (release func(), rule *Rule[R], l redlimit.Lease, err error) {
+	var held []func()
+	release = func() {
+		for _, r := range held {
+			r()
+		}
+	}
+	for i := range s.Held {
+		r := &s.Held[i]
+		if r.Route != "" && r.Route != route {
+			continue
+		}
+		k, err := r.Key(req)
+		switch {
+		case errors.Is(err, ErrNoKey):
+			continue
+		case err == nil && k == "":
+			err = fmt.Errorf("%w: %w", errHeldKey, errEmptyKey)
+		case err != nil:
+			err = fmt.Errorf("%w: %w", errHeldKey, err)
+		}
+		var rel func()
+		if err == nil {
+			l, rel, err = redlimit.Hold(ctx, sem, r.Name+":"+k, r.InFlight)
+		}
+		if err != nil || !l.Held {
+			release()
+			return func() {}, r, l, err
+		}
+		held = append(held, rel)
+	}
+	return release, nil, l, nil
+}

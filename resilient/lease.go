@@ -1,0 +1,127 @@
+package resilient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redlimit/redlimit"
+)
+
+var _ redlimit.Semaphore = (*Limiter)(nil)
+
+// ErrNoLeases reports a Limiter whose store keeps no leases (it is not a
+// [redlimit.Semaphore]).
+var ErrNoLeases = errors.New("resilient: the store keeps no leases")
+
+// Acquire takes a slot of c on key through the store, with the deadline
+// and the breaker of the Limiter's decisions. When the store fails,
+// c.Failure answers: FailLocal takes a slot of this node's share (Slots
+// divided by the live nodes, rounded up) in the local fallback; FailOpen
+// holds; FailClosed does not, with RetryAfter the breaker's cool-down.
+// The store's leases still expire at their TTL meanwhile.
+func (l *Limiter) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
+	return l.lease(ctx, key, c, id, redlimit.Semaphore.Acquire)
+}
+
+// Renew extends lease id through the store. When the store fails, c.Failure
+// answers as for Acquire: the lease holds on while its policy says so.
+func (l *Limiter) Renew(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
+	return l.lease(ctx, key, c, id, redlimit.Semaphore.Renew)
+}
+
+// Release frees lease id in the store and in the local fallback. When the
+// store fails, it returns nil: the store's lease frees at its TTL.
+func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrency, id string) error {
+	s, err := l.semaphore(key, c, id)
+	if err != nil {
+		return err
+	}
+	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
+		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
+	}
+	_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
+		return redlimit.Lease{}, s.Release(ctx, key, c, id)
+	})
+	if err != nil && !errors.Is(err, ErrStore) {
+		return err
+	}
+	return nil
+}
+
+// semaphore returns the store's leases, after checking the input.
+func (l *Limiter) semaphore(key string, c redlimit.Concurrency, id string) (redlimit.Semaphore, error) {
+	if err := redlimit.ValidateLease(key, c, id); err != nil {
+		return nil, fmt.Errorf("resilient: %w", err)
+	}
+	s, ok := l.store.(redlimit.Semaphore)
+	if !ok {
+		return nil, ErrNoLeases
+	}
+	return s, nil
+}
+
+// lease runs op (Acquire or Renew) on the store, or its failure policy.
+func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency, id string,
+	op func(redlimit.Semaphore, context.Context, string, redlimit.Concurrency, string) (redlimit.Lease, error)) (redlimit.Lease, error) {
+	s, err := l.semaphore(key, c, id)
+	if err != nil {
+		return redlimit.Lease{}, err
+	}
+	res, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
+	if err == nil || !errors.Is(err, ErrStore) {
+		return res, err
+	}
+	switch c.Failure {
+	case redlimit.FailOpen:
+		return redlimit.Lease{Held: true, Source: redlimit.FromFailOpen}, nil
+	case redlimit.FailClosed:
+		return redlimit.Lease{RetryAfter: l.breaker.coolDown, Source: redlimit.FromFailClosed}, nil
+	}
+	loc, ok := l.local.lim.(redlimit.Semaphore)
+	if !ok {
+		return redlimit.Lease{RetryAfter: l.breaker.coolDown, Source: redlimit.FromFailClosed}, nil
+	}
+	// A renewal takes a local slot too: the store's lease is out of reach.
+	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
+	res.Source = redlimit.FromLocal
+	return res, err
+}
+
+// leaseShare returns c with this node's share of its slots.
+func (l *Limiter) leaseShare(c redlimit.Concurrency) redlimit.Concurrency {
+	c.Slots = ceilDiv(c.Slots, int64(max(1, l.local.nodes.Nodes())))
+	return c
+}
+
+// leaseCall makes call through the breaker, within the store's budget.
+// Its error wraps ErrStore when the store failed or the breaker is open;
+// a caller that went away gets its context's error.
+func (l *Limiter) leaseCall(ctx context.Context, call func(context.Context) (redlimit.Lease, error)) (redlimit.Lease, error) {
+	done, err := l.breaker.Allow()
+	if err != nil {
+		return redlimit.Lease{}, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	budget := l.budget(ctx, l.now())
+	if budget <= 0 {
+		done(errNoTime)
+		return redlimit.Lease{}, fmt.Errorf("%w: %w", ErrStore, errNoTime)
+	}
+	cctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	res, err := call(cctx)
+	switch {
+	case err == nil:
+		done(nil)
+		return res, nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		done(errCallerGone)
+		return res, ctx.Err()
+	case errors.Is(err, redlimit.ErrKeyState):
+		done(err)
+		return res, err
+	}
+	err = fmt.Errorf("%w: %w", ErrStore, err)
+	done(err)
+	return res, err
+}
