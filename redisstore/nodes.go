@@ -114,7 +114,9 @@ func (r *Registry) Nodes() int { return int(r.nodes.Load()) }
 // ID returns this node's id.
 func (r *Registry) ID() string { return r.opts.ID }
 
-// Close stops the heartbeat and removes this node from the registry.
+// Close stops the heartbeat and removes this node from the registry. It
+// tries for a second: a connection broken by an outage fails the first
+// try. If all fail, the node's entry expires after its TTL.
 func (r *Registry) Close() error {
 	var err error
 	r.once.Do(func() {
@@ -122,7 +124,16 @@ func (r *Registry) Close() error {
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		err = r.beat(ctx, "leave")
+		for {
+			if err = r.beat(ctx, "leave"); err == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	})
 	return err
 }
