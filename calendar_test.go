@@ -92,3 +92,36 @@ func TestCalendarValidate(t *testing.T) {
 		t.Fatalf("String() = %q, want %q", got, want)
 	}
 }
+
+// TestCalendarWindowsTile walks zones whose midnight can be skipped or
+// repeated: every instant lies in one window, and every instant of that
+// window names the same window, µs before and after each boundary.
+func TestCalendarWindowsTile(t *testing.T) {
+	zones := []string{"America/Santiago", "America/Havana", "America/Asuncion", "Asia/Beirut", "Australia/Lord_Howe", "Europe/Berlin", "UTC"}
+	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	to := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, zone := range zones {
+		for u := redlimit.Day; u <= redlimit.Year; u++ {
+			cal := redlimit.Calendar{Unit: u, Zone: zone}
+			t.Run(cal.String(), func(t *testing.T) {
+				for at := from; at.Before(to); at = at.Add(37 * time.Minute) {
+					start, end := cal.Window(at)
+					if at.Before(start) || !at.Before(end) {
+						t.Fatalf("Window(%s) = %s .. %s: does not hold it", at, start, end)
+					}
+					if end.Sub(start) > u.Longest() {
+						t.Fatalf("Window(%s) = %s .. %s: above Longest", at, start, end)
+					}
+					for _, in := range []time.Time{start, end.Add(-time.Microsecond)} {
+						if s, e := cal.Window(in); !s.Equal(start) || !e.Equal(end) {
+							t.Fatalf("Window(%s) = %s .. %s, but Window(%s) = %s .. %s", at, start, end, in, s, e)
+						}
+					}
+					if s, _ := cal.Window(end); !s.Equal(end) {
+						t.Fatalf("window after %s .. %s starts at %s", start, end, s)
+					}
+				}
+			})
+		}
+	}
+}
