@@ -128,27 +128,28 @@ func (c Calendar) Window(t time.Time) (start, end time.Time) {
 	case Week:
 		// ISO weeks start on Monday; Go's Weekday has Sunday as 0.
 		back := (int(t.Weekday()) + 6) % 7
-		start = time.Date(y, m, d-back, 0, 0, 0, 0, loc)
-		end = time.Date(y, m, d-back+7, 0, 0, 0, 0, loc)
+		return midnight(y, m, d-back, loc), midnight(y, m, d-back+7, loc)
 	case Month:
-		start = time.Date(y, m, 1, 0, 0, 0, 0, loc)
-		end = time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+		return midnight(y, m, 1, loc), midnight(y, m+1, 1, loc)
 	case Year:
-		start = time.Date(y, 1, 1, 0, 0, 0, 0, loc)
-		end = time.Date(y+1, 1, 1, 0, 0, 0, 0, loc)
-	default:
-		start = time.Date(y, m, d, 0, 0, 0, 0, loc)
-		end = time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		return midnight(y, 1, 1, loc), midnight(y+1, 1, 1, loc)
 	}
-	// Midnight may not exist on a DST day: time.Date then picks an instant
-	// that can lie after t or before the previous end. Both stay ordered.
-	if start.After(t) {
-		start = t
+	return midnight(y, m, d, loc), midnight(y, m, d+1, loc)
+}
+
+// midnight returns the first instant of the day y-m-d in loc. Where DST
+// skips midnight, the day starts at the transition; time.Date gives an
+// instant in the gap's hour before or after it.
+func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if t.Hour() == 0 {
+		return t
 	}
-	if !end.After(t) {
-		end = t.Add(time.Microsecond)
+	start, end := t.ZoneBounds()
+	if t.Hour() > 12 { // the day before: the transition ends its zone
+		return end
 	}
-	return start, end
+	return start
 }
 
 // WindowEnd returns the end of c's period that holds the instant now, in
