@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
@@ -55,6 +56,16 @@ type Rule struct {
 	// calls as if it alone were added to the enforced rules, as in
 	// httplimit.
 	Shadow bool
+	// Delay, if positive, makes the rule delay a call (or the start of a
+	// stream) it would deny, by up to Delay, instead of refusing it, as
+	// httplimit's Rule.Delay does. The call waits before its handler runs.
+	// A call that would wait longer, or past its own deadline, fails at
+	// once with codes.ResourceExhausted and a RetryInfo. A token bucket's
+	// calls take their places in line ([redlimit.Wait]); a call cancelled
+	// while it waits gives its place back. A delayed rule is decided
+	// alone, before the others. At most [redlimit.MaxWait]; not with
+	// Shadow or InFlight.
+	Delay time.Duration
 	// InFlight, if not zero, makes the rule an in-flight rule: each call
 	// (or stream) it applies to holds a slot of InFlight on its key while
 	// the handler runs, renewed if it runs past the TTL, and released when
@@ -78,7 +89,7 @@ var kind = &ruleset.Kind{
 func newRuleSet(rules []Rule) (*ruleset.Set[call], error) {
 	rs := make([]ruleset.Rule[call], len(rules))
 	for i, r := range rules {
-		rs[i] = ruleset.Rule[call]{Name: r.Name, Limit: r.Limit, Key: r.Key.ofCall(), Cost: r.Cost, Shadow: r.Shadow, InFlight: r.InFlight}
+		rs[i] = ruleset.Rule[call]{Name: r.Name, Limit: r.Limit, Key: r.Key.ofCall(), Cost: r.Cost, Shadow: r.Shadow, Delay: r.Delay, InFlight: r.InFlight}
 		if f := r.LimitFunc; f != nil {
 			rs[i].LimitFunc = func(c call) (redlimit.Limit, error) { return f(c.ctx, c.method, c.req) }
 		}

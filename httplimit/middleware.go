@@ -1,12 +1,10 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/ruleset"
@@ -58,7 +56,6 @@ type Middleware struct {
 	rules  *ruleset.Set[*http.Request]
 	sem    redlimit.Semaphore // lim, when it keeps leases
 	routes routes
-	delays []time.Duration // by rule index: each rule's Delay
 }
 
 // New returns a middleware that decides every request against rules with
@@ -84,11 +81,7 @@ func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error)
 	if len(rs.Held) > 0 && !ok {
 		return nil, fmt.Errorf("%w: in-flight rules need a limiter that keeps leases (a redlimit.Semaphore)", ErrInvalidRule)
 	}
-	m := &Middleware{lim: lim, opts: opts, rules: rs, sem: sem, routes: rt}
-	for _, r := range rules {
-		m.delays = append(m.delays, r.Delay)
-	}
-	return m, nil
+	return &Middleware{lim: lim, opts: opts, rules: rs, sem: sem, routes: rt}, nil
 }
 
 // Handle returns next wrapped by the middleware. Requests that every enforced
@@ -124,7 +117,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 
-	v, err := m.decide(ctx, r, applied)
+	v, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
 	if err != nil {
 		if cerr := ruleset.Ended(ctx); cerr != nil {
 			// The request ended (its client went away, or its deadline
@@ -162,44 +155,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	WriteDenial(w, r, d)
-}
-
-// decide decides the applied rules: each delayed rule alone, waiting its
-// turn, in order; then the others together, if every delayed rule
-// admitted the request.
-func (m *Middleware) decide(ctx context.Context, r *http.Request, applied []ruleset.Applied[*http.Request]) (ruleset.Verdict[*http.Request], error) {
-	var v ruleset.Verdict[*http.Request]
-	rest := applied[:0:0]
-	for _, a := range applied {
-		d := m.delays[a.Index]
-		if d == 0 {
-			rest = append(rest, a)
-			continue
-		}
-		res, err := redlimit.Wait(ctx, m.lim, a.Key, a.Limit, a.Cost, d)
-		if err != nil {
-			return v, err
-		}
-		v.Applied, v.Results = append(v.Applied, a), append(v.Results, res)
-		if !res.Allowed {
-			v.RetryAfter = res.RetryAfter
-			return v, nil
-		}
-	}
-	v.Allowed = true
-	if len(rest) == 0 {
-		return v, nil
-	}
-	w, err := m.rules.Decide(ctx, m.lim, m.logger(), rest, requestAttrs(r))
-	if err != nil || v.Applied == nil {
-		return w, err
-	}
-	if w.Results == nil {
-		// Only shadow rules were left, and the limiter failed: logged.
-		return v, nil
-	}
-	w.Applied, w.Results = append(v.Applied, w.Applied...), append(v.Results, w.Results...)
-	return w, nil
 }
 
 // holding returns next holding the slots of the in-flight rules for the

@@ -57,7 +57,7 @@ type Rule struct {
 	// emission intervals (Period/Count) delays up to k requests beyond
 	// the burst. A delayed rule is decided alone, before the others; what
 	// it admitted stays counted if another rule then denies (the strict
-	// side). At most [redlimit.MaxWait]; not with Shadow.
+	// side). At most [redlimit.MaxWait]; not with Shadow or InFlight.
 	Delay time.Duration
 	// InFlight, if not zero, makes the rule an in-flight rule: each
 	// request it applies to holds a slot of InFlight on its key while the
@@ -81,11 +81,8 @@ var kind = &ruleset.Kind{
 func newRuleSet(rules []Rule) (*ruleset.Set[*http.Request], error) {
 	rs := make([]ruleset.Rule[*http.Request], len(rules))
 	for i, r := range rules {
-		if r.Delay < 0 || r.Delay > redlimit.MaxWait || (r.Delay > 0 && r.Shadow) {
-			return nil, fmt.Errorf("%w: rule %q: delay %s: %w", ErrInvalidRule, r.Name, r.Delay, redlimit.ErrInvalidWait)
-		}
 		rs[i] = ruleset.Rule[*http.Request]{Name: r.Name, Route: r.Pattern,
-			Limit: r.Limit, LimitFunc: r.LimitFunc, Key: r.Key, Cost: r.Cost, CostFunc: r.CostFunc, Shadow: r.Shadow, InFlight: r.InFlight}
+			Limit: r.Limit, LimitFunc: r.LimitFunc, Key: r.Key, Cost: r.Cost, CostFunc: r.CostFunc, Shadow: r.Shadow, Delay: r.Delay, InFlight: r.InFlight}
 	}
 	return ruleset.New(kind, rs)
 }

@@ -23,7 +23,8 @@ type Applied[R any] struct {
 
 // A Verdict is what the rules decided for one request.
 type Verdict[R any] struct {
-	// Applied are the rules decided, as given to Decide.
+	// Applied are the rules decided: those given to Decide, the delayed
+	// ones first.
 	Applied []Applied[R]
 	// Allowed reports whether every enforced rule allowed the request.
 	Allowed bool
@@ -35,11 +36,50 @@ type Verdict[R any] struct {
 	Results []redlimit.Result
 }
 
-// Decide decides the applied rules with lim, shadow rules as package shadow
-// says, and logs to log, with attrs, each shadow rule that would deny. An
-// error means the enforced rules could not be decided; when only shadow
-// rules apply, a failure is logged instead and the request allowed.
+// Decide decides the applied rules with lim: each delayed rule alone, in
+// order, waiting its turn ([redlimit.Wait]); then, if every delayed rule
+// admitted the request, the others together. What a delayed rule admitted
+// stays counted if another rule then denies (the strict side). Shadow
+// rules are decided as package shadow says; each that would deny is logged
+// to log, with attrs. An error means the enforced rules could not be
+// decided; when only shadow rules apply, a failure is logged instead and
+// the request allowed.
 func (s *Set[R]) Decide(ctx context.Context, lim redlimit.Limiter, log *slog.Logger, applied []Applied[R], attrs []slog.Attr) (Verdict[R], error) {
+	var v Verdict[R]
+	rest := applied[:0:0]
+	for _, a := range applied {
+		if a.Rule.Delay == 0 {
+			rest = append(rest, a)
+			continue
+		}
+		res, err := redlimit.Wait(ctx, lim, a.Key, a.Limit, a.Cost, a.Rule.Delay)
+		if err != nil {
+			return v, err
+		}
+		v.Applied, v.Results = append(v.Applied, a), append(v.Results, res)
+		if !res.Allowed {
+			v.RetryAfter = res.RetryAfter
+			return v, nil
+		}
+	}
+	v.Allowed = true
+	if len(rest) == 0 {
+		return v, nil
+	}
+	w, err := s.decide(ctx, lim, log, rest, attrs)
+	if err != nil || v.Applied == nil {
+		return w, err
+	}
+	if w.Results == nil {
+		// Only shadow rules were left, and the limiter failed: logged.
+		return v, nil
+	}
+	w.Applied, w.Results = append(v.Applied, w.Applied...), append(v.Results, w.Results...)
+	return w, nil
+}
+
+// decide decides the applied rules, none delayed, in one batch.
+func (s *Set[R]) decide(ctx context.Context, lim redlimit.Limiter, log *slog.Logger, applied []Applied[R], attrs []slog.Attr) (Verdict[R], error) {
 	reqs := make([]redlimit.Request, len(applied))
 	roles := make([]shadow.Role, len(applied))
 	onlyShadow := true

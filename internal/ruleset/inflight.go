@@ -23,8 +23,8 @@ func validateHeld[R any](k *Kind, r Rule[R]) error {
 	if r.Key == nil {
 		return fmt.Errorf("%w: rule %q has no key function", k.ErrInvalidRule, r.Name)
 	}
-	if r.Limit != (redlimit.Limit{}) || r.LimitFunc != nil || r.Cost != 0 || r.CostFunc != nil || r.Shadow {
-		return fmt.Errorf("%w: in-flight rule %q has a Limit, LimitFunc, Cost, CostFunc or Shadow", k.ErrInvalidRule, r.Name)
+	if r.Limit != (redlimit.Limit{}) || r.LimitFunc != nil || r.Cost != 0 || r.CostFunc != nil || r.Shadow || r.Delay != 0 {
+		return fmt.Errorf("%w: in-flight rule %q has a Limit, LimitFunc, Cost, CostFunc, Shadow or Delay", k.ErrInvalidRule, r.Name)
 	}
 	if err := r.InFlight.Validate(); err != nil {
 		return fmt.Errorf("%s: rule %q: %w", k.Pkg, r.Name, err)

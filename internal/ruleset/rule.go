@@ -12,6 +12,7 @@ package ruleset
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -58,6 +59,10 @@ type Rule[R any] struct {
 	// Shadow makes the rule a dry run: decided and counted as package
 	// shadow says, never denying.
 	Shadow bool
+	// Delay, if positive, makes the rule delay a request it would deny,
+	// by up to Delay, instead of denying it (see Decide). At most
+	// [redlimit.MaxWait]; not with Shadow or InFlight.
+	Delay time.Duration
 	// InFlight, if not zero, makes the rule an in-flight rule: it holds a
 	// slot of InFlight for the life of each request (inflight.go). Such a
 	// rule has no Limit, Cost or functions of them, and no Shadow.
@@ -115,6 +120,9 @@ func validate[R any](k *Kind, r Rule[R]) (Rule[R], error) {
 	}
 	if r.Key == nil {
 		return r, fmt.Errorf("%w: rule %q has no key function", k.ErrInvalidRule, r.Name)
+	}
+	if r.Delay < 0 || r.Delay > redlimit.MaxWait || (r.Delay > 0 && r.Shadow) {
+		return r, fmt.Errorf("%w: rule %q: delay %s: %w", k.ErrInvalidRule, r.Name, r.Delay, redlimit.ErrInvalidWait)
 	}
 	if r.LimitFunc != nil {
 		if r.Limit != (redlimit.Limit{}) {

@@ -1,0 +1,254 @@
+package grpclimit_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/grpclimit"
+	"github.com/redlimit/redlimit/internal/rulesettest"
+)
+
+// timedHealth records when its handlers start.
+type timedHealth struct {
+	healthpb.UnimplementedHealthServer
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (h *timedHealth) start() {
+	h.mu.Lock()
+	h.starts = append(h.starts, time.Now())
+	h.mu.Unlock()
+}
+
+func (h *timedHealth) Check(ctx context.Context, r *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.start()
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func (h *timedHealth) Watch(r *healthpb.HealthCheckRequest, s healthpb.Health_WatchServer) error {
+	h.start()
+	return s.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
+}
+
+// sorted returns the handlers' start instants, earliest first.
+func (h *timedHealth) sorted() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := append([]time.Time(nil), h.starts...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
+	return s
+}
+
+// serveTimed starts a real gRPC server on 127.0.0.1:0 per limiter, each
+// with an interceptor of rule on it and sharing h, and returns a client
+// of each.
+func serveTimed(t *testing.T, h *timedHealth, rule grpclimit.Rule, lims ...redlimit.Limiter) []healthpb.HealthClient {
+	t.Helper()
+	var clients []healthpb.HealthClient
+	for _, lim := range lims {
+		in := mustNew(t, lim, grpclimit.Options{}, rule)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
+		healthpb.RegisterHealthServer(srv, h)
+		go srv.Serve(lis)
+		t.Cleanup(srv.Stop)
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		clients = append(clients, healthpb.NewHealthClient(conn))
+	}
+	return clients
+}
+
+// delayStores returns, per store, the limiters of two servers sharing one
+// limit: the memory store twice, or two Redis clients of their own.
+func delayStores(t *testing.T) map[string][]redlimit.Limiter {
+	s := rulesettest.NewStores(t, "grpclimit", nil)
+	rs := s.RedisClients(t, 2)
+	return map[string][]redlimit.Limiter{
+		"memory": {s.Memory, s.Memory},
+		"redis":  {rs[0], rs[1]},
+	}
+}
+
+// callOnce makes a unary call (stream false) or opens a stream and reads
+// its first message, and returns the status.
+func callOnce(ctx context.Context, c healthpb.HealthClient, stream bool) error {
+	if !stream {
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	_, err = s.Recv()
+	return err
+}
+
+// TestDelaySpaced: 8 calls at once, unary and streams, through two
+// servers, on a bucket of burst 1 at 2/s with a Delay of 5 intervals:
+// 6 are admitted, each handler starting an interval after the last (never
+// two in one interval), and 2 are refused at once with a RetryInfo.
+func TestDelaySpaced(t *testing.T) {
+	const interval = 500 * time.Millisecond // more than a busy machine's start lag
+	for name, lims := range delayStores(t) {
+		t.Run(name, func(t *testing.T) {
+			h := &timedHealth{}
+			clients := serveTimed(t, h, grpclimit.Rule{
+				Name: "delay", Limit: redlimit.Per(2, time.Second).TokenBucket(1), Key: grpclimit.Static("all"), Delay: 5 * interval,
+			}, lims...)
+			type answer struct {
+				code  codes.Code
+				took  time.Duration
+				retry bool
+			}
+			var mu sync.Mutex
+			var as []answer
+			var wg sync.WaitGroup
+			start := time.Now()
+			for i := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					err := callOnce(ctxTimeout(t), clients[i%2], i%4 >= 2)
+					_, retry := grpclimit.RetryDelay(err)
+					mu.Lock()
+					as = append(as, answer{status.Code(err), time.Since(start), retry})
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			var ok int
+			for _, a := range as {
+				switch {
+				case a.code == codes.OK:
+					ok++
+				case a.code != codes.ResourceExhausted || !a.retry:
+					t.Errorf("answer %+v: want OK, or ResourceExhausted with a RetryInfo", a)
+				case a.took > 2*interval:
+					// The first delayed call is admitted after one interval.
+					t.Errorf("refused after %s: want at once", a.took)
+				}
+			}
+			if ok != 6 {
+				t.Fatalf("answers %+v: want 6 admitted and 2 refused", as)
+			}
+			starts := h.sorted()
+			const slack = 20 * time.Millisecond // the stores' clocks against this one
+			for i, s := range starts {
+				lo, hi := time.Duration(i)*interval-slack, time.Duration(i)*interval+2*interval
+				if d := s.Sub(start); d < lo || d > hi {
+					t.Errorf("handler %d started at %s: want %s..%s", i, d, lo, hi)
+				}
+				if i > 0 && s.Sub(starts[i-1]) < interval-slack {
+					t.Errorf("handlers %d and %d started %s apart: want at least %s", i-1, i, s.Sub(starts[i-1]), interval)
+				}
+			}
+		})
+	}
+}
+
+// TestDelayDeadline: a call whose deadline comes before its turn is
+// refused at once, takes no turn, and a later call gets that turn.
+func TestDelayDeadline(t *testing.T) {
+	for name, lims := range delayStores(t) {
+		t.Run(name, func(t *testing.T) {
+			h := &timedHealth{}
+			clients := serveTimed(t, h, grpclimit.Rule{
+				Name: "deadline", Limit: redlimit.Per(1, time.Second).TokenBucket(1), Key: grpclimit.Static("all"), Delay: 3 * time.Second,
+			}, lims...)
+			start := time.Now()
+			if err := callOnce(ctxTimeout(t), clients[0], false); err != nil {
+				t.Fatal(err)
+			}
+			for i, stream := range []bool{false, true} {
+				ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+				t0 := time.Now()
+				err := callOnce(ctx, clients[i], stream)
+				cancel()
+				if status.Code(err) != codes.ResourceExhausted {
+					t.Fatalf("stream %v: %v after %s: want ResourceExhausted at once", stream, err, time.Since(t0))
+				}
+			}
+			if err := callOnce(ctxTimeout(t), clients[1], false); err != nil {
+				t.Fatal(err)
+			}
+			// Its turn was the one the refused calls did not take.
+			if d := time.Since(start); d > 1800*time.Millisecond {
+				t.Errorf("the next call was served after %s: want about 1s", d)
+			}
+		})
+	}
+}
+
+// TestDelayCancelGivesBack: a call cancelled while it waits gives its turn
+// back: the next call is admitted at that turn, not one later.
+func TestDelayCancelGivesBack(t *testing.T) {
+	for name, lims := range delayStores(t) {
+		t.Run(name, func(t *testing.T) {
+			h := &timedHealth{}
+			clients := serveTimed(t, h, grpclimit.Rule{
+				Name: "cancel", Limit: redlimit.Per(1, time.Second).TokenBucket(1), Key: grpclimit.Static("all"), Delay: 3 * time.Second,
+			}, lims...)
+			start := time.Now()
+			if err := callOnce(ctxTimeout(t), clients[0], false); err != nil {
+				t.Fatal(err)
+			}
+			for i, stream := range []bool{false, true} {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(100*time.Millisecond, cancel)
+				if err := callOnce(ctx, clients[i], stream); status.Code(err) != codes.Canceled {
+					t.Fatalf("stream %v: %v: want Canceled", stream, err)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // the servers see the cancellations
+			if err := callOnce(ctxTimeout(t), clients[1], false); err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 1800*time.Millisecond {
+				t.Errorf("the next call was served after %s: want about 1s, the turn given back", d)
+			}
+			if n := len(h.sorted()); n != 2 {
+				t.Errorf("%d handlers ran: want 2", n)
+			}
+		})
+	}
+}
+
+// TestDelayInvalid: a negative delay, one above redlimit.MaxWait, one on a
+// shadow rule and one on an in-flight rule are refused at New.
+func TestDelayInvalid(t *testing.T) {
+	s := rulesettest.NewStores(t, "grpclimit", nil)
+	for _, r := range []grpclimit.Rule{
+		{Name: "neg", Limit: redlimit.PerSecond(1), Key: grpclimit.RemoteIP, Delay: -time.Second},
+		{Name: "long", Limit: redlimit.PerSecond(1), Key: grpclimit.RemoteIP, Delay: redlimit.MaxWait + time.Second},
+		{Name: "shadow", Limit: redlimit.PerSecond(1), Key: grpclimit.RemoteIP, Delay: time.Second, Shadow: true},
+		{Name: "inflight", InFlight: redlimit.Concurrency{Slots: 1, TTL: time.Second}, Key: grpclimit.RemoteIP, Delay: time.Second},
+	} {
+		_, err := grpclimit.New(s.Memory, grpclimit.Options{}, r)
+		if !errors.Is(err, grpclimit.ErrInvalidRule) {
+			t.Errorf("rule %q: %v: want ErrInvalidRule", r.Name, err)
+		}
+	}
+}
