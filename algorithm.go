@@ -23,11 +23,11 @@ const (
 	SlidingWindow
 	// TokenBucket is GCRA: Count tokens per Period, at most Burst at once.
 	// O(1) memory; exact. A token takes Period/Count rounded up to a whole
-	// microsecond ([Limit.EmissionInterval]), so a bucket never refills
-	// faster than its rate, and at most 1% slower up to 10,000 tokens per
-	// second per key; faster rates can refill noticeably slower (300,000
-	// per second refills at 250,000, and above 1,000,000 per second at
-	// 1,000,000).
+	// microsecond ([Limit.EmissionInterval]). So a bucket never refills
+	// faster than its rate. Up to 10,000 tokens a second per key, it
+	// refills at most one part in a hundred slower. Faster rates can
+	// refill noticeably slower: 300,000 a second refills at 250,000.
+	// Above 1,000,000 a second, a bucket refills at 1,000,000.
 	TokenBucket
 )
 

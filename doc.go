@@ -1,6 +1,6 @@
-// Package redlimit is a rate limiter whose state can live in Redis, so that
-// any number of application servers share one count per key, or in process
-// memory for a single server and for tests.
+// Package redlimit is a rate limiter whose state can live in Redis.
+// Any number of application servers then share one count per key.
+// The state can also live in process memory, for one server and for tests.
 //
 // A [Limit] says how many requests a key may make per period and which
 // algorithm counts them. A [Limiter] decides requests against limits; the
@@ -10,8 +10,9 @@
 //   - [github.com/redlimit/redlimit/redisstore.Store], on Redis
 //     (standalone, Sentinel or Cluster), with a rueidis or go-redis client.
 //
-// Both give the same answers to the same calls at the same instants: the
-// conformance suite in [github.com/redlimit/redlimit/redlimittest] checks it.
+// Both give the same answers to the same calls at the same instants.
+// The conformance suite in [github.com/redlimit/redlimit/redlimittest]
+// checks it.
 //
 //	store, err := memory.New()
 //	...
@@ -33,26 +34,26 @@
 //	redlimit.PerMinute(100).SlidingLog()   // 100/1m sliding_log
 //	redlimit.PerSecond(10).TokenBucket(20) // 10/1s token_bucket burst 20
 //
-// Limits are plain values and are passed on every call, not configured on the
-// store, so one store serves any number of limits. A store keeps state per
-// key, algorithm and period ([StateID]): a new Count applies at once to what
-// a key has already consumed, a new algorithm or period starts from nothing.
-// Periods are whole microseconds from [MinPeriod] to [MaxPeriod]; counts,
-// bursts and costs go up to [MaxCount]. [Limit.Validate] reports a limit out
-// of range.
+// Limits are plain values passed on every call, not configured on the
+// store. So one store serves any number of limits. A store keeps state per
+// key, algorithm and period ([StateID]). A new Count applies at once to
+// what a key has already consumed. A new algorithm or period starts from
+// nothing. Periods are whole microseconds from [MinPeriod] to [MaxPeriod].
+// Counts, bursts and costs go up to [MaxCount]. [Limit.Validate] reports a
+// limit out of range.
 //
 // # Calendar periods
 //
 // [PerCalendar] counts a [FixedWindow] per calendar [Day], ISO [Week]
-// (from Monday), [Month] or [Year], from midnight in an IANA time zone:
-// "1000 per month, reset on the 1st at midnight in Europe/Berlin". A
-// window has its true length: 23 or 25 hours on a DST day, 28 to 31 days
-// a month. ResetAfter and RetryAfter end at the next midnight that starts
-// a period. The caller's clock names the window (Go computes it; the
-// stores count in it), so hosts need synchronised clocks near a boundary.
-// Only a fixed window takes a calendar: a sliding window weights the
-// previous window by a fixed overlap, a sliding log and a token bucket
-// have no windows at all. Validate refuses the others with
+// (from Monday), [Month] or [Year]. Periods start at midnight in an IANA
+// time zone: "1000 per month, reset on the 1st at midnight in
+// Europe/Berlin". A window has its true length: 23 or 25 hours on a DST
+// day, 28 to 31 days a month. ResetAfter and RetryAfter end at the next
+// midnight that starts a period. The caller's clock names the window: Go
+// computes it, and the stores count in it. So hosts need synchronised
+// clocks near a boundary. Only a fixed window takes a calendar. A sliding
+// window weights the previous window by a fixed overlap. A sliding log and
+// a token bucket have no windows. Validate refuses them with
 // [ErrCalendarAlgorithm], and an unknown zone with [ErrUnknownZone].
 //
 // # Algorithms
@@ -63,26 +64,26 @@
 //
 //   - [SlidingWindow], the sliding window counter (the default): two
 //     counters per key. The estimate of the last period is the current
-//     window's count plus the previous window's count weighted by how much of
-//     the period it still covers. It is exact while the previous window was
-//     empty. Otherwise it assumes the previous window's requests were spread
-//     evenly; in the worst case, when they were bunched at its end, nearly
-//     twice Count can pass in an interval of one period. Remaining and
-//     RetryAfter are computed from the weighted estimate. Pick it for most
-//     limits, and for high counts.
+//     window's count plus a share of the previous window's count. The share
+//     is how much of the period the previous window still covers. It is
+//     exact while the previous window was empty. Otherwise it assumes the
+//     previous window's requests were spread evenly. In the worst case they
+//     were bunched at its end: then nearly twice Count can pass in one
+//     period. Remaining and RetryAfter come from the weighted estimate.
+//     Pick it for most limits, and for high counts.
 //   - [SlidingLog]: the admitted cost of every instant over the last
 //     period. Exact: never more than Count in any interval of one period.
-//     Memory grows with the number of instants at which requests were
-//     admitted in the last period, up to Count (16 bytes each in process
-//     memory, a sorted-set member in Redis), not with their cost; a
-//     request costs O(log n) work whatever its cost. Pick it when a small
-//     count must hold exactly: logins, password resets, costly operations.
+//     Memory grows with the number of instants that admitted requests in
+//     the last period, up to Count, not with their cost. Each instant is a
+//     timestamp in process memory, a sorted-set member in Redis. A request
+//     costs O(log n) work whatever its cost. Pick it when a small count
+//     must hold exactly: logins, password resets, costly operations.
 //   - [FixedWindow]: one counter per key and window. The cheapest and the
 //     easiest to explain ("100 per calendar minute"), with a full reset at
 //     each boundary; up to twice Count can pass across a boundary.
 //   - [TokenBucket], GCRA: one timestamp per key. Exact. Count tokens are
-//     added per Period, spaced evenly, and at most Burst are held, so a quiet
-//     key may send Burst requests at once and then one every Period/Count.
+//     added per Period, spaced evenly. At most Burst are held. So a quiet
+//     key may send Burst requests at once, then one every Period/Count.
 //     Pick it for smooth rates that allow short bursts.
 //
 // # Deciding
@@ -92,9 +93,9 @@
 // question without consuming. [Limiter.Reset] gives a key its full allowance
 // back. The stores also have Allow, AllowN with a cost of 1.
 //
-// A denial is a [Result], never an error: Allowed is false, and RetryAfter
-// says how long until a request of the same cost could pass, if nothing else
-// is admitted meanwhile. A cost above [Limit.Max] can never pass, and its
+// A denial is a [Result], never an error. Allowed is false. RetryAfter
+// says how long until a request of the same cost could pass, if nothing
+// else is admitted meanwhile. A cost above [Limit.Max] can never pass, and its
 // RetryAfter is [Never]. Remaining and ResetAfter feed response headers such
 // as X-RateLimit-Remaining.
 //
@@ -118,9 +119,9 @@
 //
 // # Concurrency limits
 //
-// A [Concurrency] limit holds at most Slots leases on a key at once, each
-// living TTL unless renewed: "at most 10 jobs in flight per tenant across
-// all servers". A [Semaphore] (the Redis and memory stores, and a
+// A [Concurrency] limit holds at most Slots leases on a key at once. Each
+// lease lives TTL unless renewed. Example: "at most 10 jobs in flight per
+// tenant across all servers". A [Semaphore] (the Redis and memory stores, and a
 // resilient Limiter on one of them) takes, renews and frees leases.
 // A holder that dies frees its slot at the TTL. [Hold] holds a slot for a
 // task of any length, renewing it, and frees it when the task ends; the
@@ -149,10 +150,10 @@
 // [ErrDuplicateLimit]).
 //
 // The [Decision] holds one Result per request, in order. [Decision.RetryAfter]
-// is the longest wait among the limits that denied, and [Decision.Tightest]
-// picks the result to report in headers: the worst denial, or the limit with
-// the least remaining relative to its size. [Tightest] and [RetryAfter] do
-// the same for any results.
+// is the longest wait among the limits that denied. [Decision.Tightest]
+// picks the result to report in headers. That is the worst denial, or else
+// the limit with the least remaining relative to its size. [Tightest] and
+// [RetryAfter] do the same for any results.
 //
 //	d, err := store.AllowAll(ctx, []redlimit.Request{
 //		{Key: "ip:" + ip, Limit: redlimit.PerSecond(5), Cost: 1},
@@ -170,12 +171,12 @@
 //
 //   - [TokenBucket] on a [Queuer] (the memory and Redis stores): the
 //     request takes its turn atomically ([Queuer.Queue]). The bucket's
-//     arrival time moves on by its cost even into the future, as GCRA
-//     allows, so waiters are admitted in order, spaced at the rate, with
+//     arrival time moves on by its cost, even into the future, as GCRA
+//     allows. So waiters are admitted in order, spaced at the rate, with
 //     no polling. A turn beyond the maximum wait is refused at once, with
 //     its RetryAfter, and takes nothing. A waiter whose context ends
-//     gives its turn back ([Queuer.Unqueue]): all of it if no turn was
-//     taken after it, else none (the strict side).
+//     gives its turn back ([Queuer.Unqueue]). It gives all of it back if
+//     no turn was taken after it, else none (the strict side).
 //   - The window algorithms, and a token bucket on a Limiter that cannot
 //     queue (a resilient.Limiter): retry after each denial's RetryAfter,
 //     plus up to a tenth of jitter. Not FIFO: a waiter may be overtaken.
@@ -185,24 +186,24 @@
 //
 // # Time
 //
-// Stores compute in integer microseconds, exactly: every quantity stays
-// below 2^53 (what a Lua number on Redis holds exactly) for the bounds
-// above and times from the Unix epoch to 2^52 µs, in 2112. A clock outside
-// that range reads as the nearest bound, where time stands still: nothing
-// expires or refills, so no limit admits more than its count. The memory store
-// reads [time.Now] unless given a clock; the Redis store reads the Redis
-// server's clock (TIME) unless given one, so application servers whose
-// clocks disagree still share one timeline. Injected clocks make tests
-// deterministic without sleeping.
+// Stores compute in integer microseconds, exactly. Every quantity stays
+// below 2^53, which a Lua number on Redis holds exactly. That holds for
+// the bounds above and times from the Unix epoch to 2^52 µs, in 2112. A
+// clock outside that range reads as the nearest bound, where time stands
+// still. Nothing expires or refills there, so no limit admits more than
+// its count. The memory store reads [time.Now] unless given a clock. The
+// Redis store reads the Redis server's clock (TIME) unless given one. So
+// application servers whose clocks disagree still share one timeline.
+// Injected clocks make tests deterministic without sleeping.
 //
 // A clock can still go back: an injected one, servers whose clocks disagree
 // deciding with their own, a server's clock stepped back. A request at an
-// instant before what a key has already recorded is decided so that no
-// limit admits more than it allows, by the same rule in both stores:
+// instant before what a key has already recorded is decided by one rule
+// in both stores. The rule makes sure no limit admits more than it allows:
 //
 //   - [FixedWindow] and [SlidingWindow]: it is counted in the key's latest
-//     window, as if made at that window's start (it would otherwise be
-//     counted in a window that has ended, and escape the current one);
+//     window, as if made at that window's start. Otherwise it would be
+//     counted in a window that has ended, and escape the current one;
 //   - [SlidingLog]: it is decided at, and recorded with, the time of the
 //     key's newest entry, so the log's times never go back;
 //   - [TokenBucket]: the bucket's theoretical arrival time never goes back;

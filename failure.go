@@ -2,17 +2,17 @@ package redlimit
 
 import "fmt"
 
-// FailurePolicy says what a resilient limiter (package resilient) answers for
-// a limit when its store cannot be asked: Redis is down, slow past the
-// deadline, or the circuit breaker is open. Stores ignore it.
+// FailurePolicy says what a resilient limiter (package resilient) answers
+// for a limit when its store cannot be asked. That is when Redis is down,
+// slow past the deadline, or the circuit breaker is open. Stores ignore it.
 type FailurePolicy uint8
 
 const (
 	// FailLocal, the zero value and default, decides with an in-process
-	// limiter holding this node's share of the limit: Count (and Burst)
-	// divided by the number of live nodes, rounded up, starting from what
-	// the store last said of the key (its remaining allowance divided
-	// likewise) when the resilient limiter remembers it.
+	// limiter holding this node's share of the limit. The share is Count
+	// (and Burst) divided by the number of live nodes, rounded up. It
+	// starts from what the store last said of the key, when the resilient
+	// limiter remembers it. That remaining allowance is divided likewise.
 	FailLocal FailurePolicy = iota
 	// FailOpen allows the request.
 	FailOpen

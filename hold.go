@@ -8,9 +8,9 @@ import (
 
 // Hold acquires a slot of c on key from s for a holder that runs until it
 // calls release, as an HTTP handler or a gRPC stream does. While held, the
-// lease is renewed every third of c.TTL; a lease found lost (expired, or
-// gone with a Redis that lost its data) is acquired again if a slot is
-// free. release stops the renewals and releases the lease; it is safe to
+// lease is renewed every third of c.TTL. A lease can be lost: expired, or
+// gone with a Redis that lost its data. A lost lease is acquired again if
+// a slot is free. release stops the renewals and releases the lease; it is safe to
 // call more than once. When the lease is not held, release does nothing.
 // The renewals and the release outlive ctx's cancellation: a holder's
 // slot is freed even when its request was canceled.

@@ -15,18 +15,18 @@ const (
 	// [SlidingWindow] above it.
 	MaxLogCount = 100_000
 	// MaxCost is the largest cost of one request. It also bounds the debt a
-	// key can carry ([Request.Debit]): a debit takes a key at most MaxCost
-	// beyond its limit, and counts only the part of its cost within that
+	// key can carry ([Request.Debit]). A debit takes a key at most MaxCost
+	// beyond its limit. It counts only the part of its cost within that
 	// bound, judged by the request's Limit:
 	//   - fixed_window, sliding_window: a window's count never goes above
 	//     Count + MaxCost;
 	//   - sliding_log: the units of the period never go above
-	//     Count + MaxCost (a debit beyond Count keeps the log bounded in
-	//     entries, at most 2*Count + 3, with decisions unchanged);
-	//   - token_bucket: the theoretical arrival time never goes further than
-	//     now + Burst*EmissionInterval + MaxPeriod (at most MaxPeriod of
-	//     drain beyond the burst), nor past 2^53 µs after the Unix epoch
-	//     (the year 2255), and is never moved back.
+	//     Count + MaxCost. A debit beyond Count keeps the log bounded, at
+	//     most 2*Count + 3 entries, with decisions unchanged;
+	//   - token_bucket: the theoretical arrival time is never moved back.
+	//     It never goes past now + Burst*EmissionInterval + MaxPeriod: at
+	//     most MaxPeriod of drain beyond the burst. Nor does it go past
+	//     2^53 µs after the Unix epoch (the year 2255).
 	MaxCost = MaxCount
 	// MinPeriod is the shortest Period: Redis key TTLs are kept in milliseconds.
 	MinPeriod = time.Millisecond

@@ -38,7 +38,7 @@ type Request struct {
 	// Debit counts Cost whatever the limit says: it records work already
 	// done (the tokens a model's answer used, the bytes a response sent),
 	// which a denial cannot undo. A debit that does not fit is counted all
-	// the same and takes the key into debt: later requests are denied until
+	// the same and takes the key into debt. Later requests are denied until
 	// the debt has drained, as the algorithm drains any use. Its Result says
 	// whether it fit (Allowed) and describes the key after it was counted.
 	//
@@ -50,9 +50,9 @@ type Request struct {
 
 // Debit counts a cost of n under limit for key whatever the limit says: it
 // is [Limiter.AllowAll] of one [Request] with Debit set. The Result says
-// whether the cost fit (Allowed) and describes the key after it was
-// counted: a debit that did not fit took the key into debt, and RetryAfter
-// is how long until a request of the same cost could pass.
+// whether the cost fit (Allowed). It describes the key after it was
+// counted. A debit that did not fit took the key into debt. RetryAfter is
+// how long until a request of the same cost could pass.
 func Debit(ctx context.Context, l Limiter, key string, limit Limit, n int64) (Result, error) {
 	d, err := l.AllowAll(ctx, []Request{{Key: key, Limit: limit, Cost: n, Debit: true}})
 	if err != nil {
@@ -70,12 +70,12 @@ type Decision struct {
 	// fit); only then were the admissions consumed. Debits are consumed
 	// either way.
 	Allowed bool
-	// Results holds one Result per request, in order. When the decision is a
-	// denial, no admission was consumed and each admission's Result is what
-	// its limit alone would answer, as [Limiter.Peek] does: one that would allow shows the
-	// Remaining and ResetAfter it would have after the request. A store that
-	// decides in parts may leave a limit [Undecided] in a denial; a denial
-	// always has a positive RetryAfter, so [Decision.Tightest] and
+	// Results holds one Result per request, in order. In a denial, no
+	// admission was consumed. Each admission's Result is then what its limit
+	// alone would answer, as [Limiter.Peek] does. One that would allow shows
+	// the Remaining and ResetAfter it would have after the request. A store
+	// that decides in parts may leave a limit [Undecided] in a denial. A
+	// denial always has a positive RetryAfter. So [Decision.Tightest] and
 	// [Decision.RetryAfter] never pick an undecided limit.
 	Results []Result
 }
@@ -100,9 +100,10 @@ func RetryAfter(results []Result) time.Duration {
 // [Tightest] picks it; -1 for no results.
 func (d Decision) Tightest() int { return Tightest(d.Results) }
 
-// Tightest returns the index of the result closest to running out: among
-// denials the one with the longest RetryAfter, otherwise the one with the
-// smallest Remaining relative to its Limit; the first of equals. It returns
+// Tightest returns the index of the result closest to running out. Among
+// denials, that is the one with the longest RetryAfter. Without denials,
+// it is the one with the smallest Remaining relative to its Limit. The
+// first of equals wins. It returns
 // -1 for no results. An [Undecided] result is never picked while another
 // result denies: a denial always has a positive RetryAfter.
 func Tightest(results []Result) int {

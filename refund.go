@@ -7,32 +7,33 @@ import (
 )
 
 // Refunder is a [Limiter] that can give back part or all of what the
-// admissions it allowed consumed: for a caller that admits an estimate of a
-// cost and learns the real cost afterwards (see the reserve package). The
+// admissions it allowed consumed. It serves a caller that admits an
+// estimate of a cost and learns the real cost afterwards (see the reserve
+// package). The
 // memory and redisstore stores and resilient.Limiter implement it.
 type Refunder interface {
 	Limiter
 	// Admit decides reqs as AllowAll does and returns the decision as a
-	// Grant, which holds what Refund needs to find what the admissions
-	// wrote, and a copy of reqs: the caller may reuse its slice.
+	// Grant. The Grant holds what Refund needs to find what the admissions
+	// wrote. It also holds a copy of reqs, so the caller may reuse its slice.
 	Admit(ctx context.Context, reqs []Request) (*Grant, error)
 	// Refund gives back, for each request i of g, up to back[i] units of
 	// what it consumed (0 for none). It gives back exactly back[i] when
-	// nothing else happened on the request's state since the decision,
-	// and never more than the request took: the state afterwards is never
-	// more lenient than if the request had cost Cost - back[i] with the
-	// same admissions, debits and refunds since (for the window
-	// algorithms and the sliding log at the debt bound of [MaxCost], up
-	// to back[i] may be given back more than that; see the stores). A
+	// nothing else happened on the request's state since the decision.
+	// It never gives back more than the request took. The state afterwards
+	// is never more lenient than if the request had cost Cost - back[i],
+	// with the same admissions, debits and refunds since. One exception:
+	// the window algorithms and the sliding log at the debt bound of
+	// [MaxCost] may give back up to back[i] more (see the stores). A
 	// token bucket gives back less where it cannot tell that the exact
 	// account would (see memory.Store.Refund). When the request's window
 	// has passed, or its key was Reset since, less or nothing is given
 	// back.
 	//
-	// A Grant is refunded at most once: a second Refund returns an error
-	// wrapping [ErrRefunded] and gives back nothing; so does a Refund
-	// whose back does not fit g (wrapping [ErrInvalidCost]): back[i] must
-	// be 0..Cost, and 0 for a debit. A denied Grant consumed nothing, and
+	// A Grant is refunded at most once. A second Refund returns an error
+	// wrapping [ErrRefunded] and gives back nothing. So does a Refund whose
+	// back does not fit g, wrapping [ErrInvalidCost]. back[i] must be
+	// 0..Cost, and 0 for a debit. A denied Grant consumed nothing, and
 	// its Refund gives back nothing. An error from the store may leave
 	// the cost consumed (the strict side); the Grant is spent all the same.
 	Refund(ctx context.Context, g *Grant, back []int64) error

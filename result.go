@@ -52,10 +52,10 @@ const (
 	FromFailOpen
 	// FromFailClosed: the store failed and the failure policy denied.
 	FromFailClosed
-	// Undecided: nothing decided this limit. A store that decides a
-	// request's limits in parts (the Redis store on Cluster, one part per
-	// identifier) could not decide this one's part while another part
-	// denied: the request is denied by that other limit. Allowed is false,
+	// Undecided: nothing decided this limit. Some stores decide a
+	// request's limits in parts: the Redis store on Cluster, one part per
+	// identifier. Such a store could not decide this one's part while
+	// another part denied. The request is denied by that other limit. Allowed is false,
 	// RetryAfter, Remaining and ResetAfter are 0, and the Result is not a
 	// denial by this limit: it says nothing about its allowance.
 	Undecided

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Queuer is a [Limiter] that can queue a token bucket's request: it
-// queues the request at a future instant, as GCRA allows, so that waiters
+// Queuer is a [Limiter] that can queue a token bucket's request. It
+// queues the request at a future instant, as GCRA allows. So waiters
 // sharing a limit are spaced at its rate without polling. The memory and
 // redisstore stores implement it.
 type Queuer interface {
@@ -73,8 +73,8 @@ func ValidateQueue(key string, limit Limit, n int64, maxWait time.Duration) erro
 // returns ctx's error, and the request holds nothing.
 //
 // A [TokenBucket] on a [Queuer] takes its place in line atomically
-// ([Queuer.Queue]): waiters are admitted in the order they queued, spaced
-// at the rate, across every process sharing the store. A waiter whose
+// ([Queuer.Queue]). Waiters are admitted in the order they queued, spaced
+// at the rate. That holds across every process sharing the store. A waiter whose
 // ctx ends gives its place back ([Queuer.Unqueue]).
 //
 // The window algorithms, and a token bucket on a Limiter that cannot
