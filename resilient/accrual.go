@@ -8,9 +8,9 @@ import (
 )
 
 // accrual follows what a state's owed units would still weigh in the
-// store's state, had the store counted each when this node did, so that
-// a charge is of that much only (see due). Times are nanoseconds of the
-// Limiter's mono.
+// store's state, had the store counted each when this node did. A charge
+// is of that much only (see due). Times are nanoseconds of the Limiter's
+// mono.
 type accrual struct {
 	// first is, for a token bucket, when its first unit was counted; for
 	// the other algorithms, the period slot of recent[0].
@@ -95,16 +95,17 @@ func (a *accrual) add(limit redlimit.Limit, nodes int, units, last, n, at, full 
 // and a sliding window those of the last two: due counts those of the
 // period slots that reach back that far.
 //
-// A token bucket forgets what it spent once it has refilled it, which a
-// full bucket never does: a refill above the burst is lost. This node
-// takes its share of the refill and of what the bucket held at its first
-// unit (rate, burst and held tokens over the live nodes). It owes the
-// larger of what its spending outran that refill (level, drawn down since
-// last), and units less the refill above the share's burst since the
-// bucket's share was empty (first). What the bucket held is what the
-// store last told this node, refilled since, or full if it told nothing,
-// as the local fallback takes it: other nodes' spending this node has not
-// heard of is not seen, as in the outage's own bound.
+// A token bucket forgets what it spent once it has refilled it. A full
+// bucket never refills: a refill above the burst is lost. This node takes
+// its share of the refill, and of what the bucket held at its first unit.
+// The share is rate, burst and held tokens over the live nodes. It owes
+// the larger of two amounts. One is what its spending outran that refill
+// (level, drawn down since last). The other is units less the refill
+// above the share's burst since the bucket's share was empty (first).
+// What the bucket held is what the store last told this node, refilled
+// since. It is full if the store told nothing, as the local fallback
+// takes it. Other nodes' spending this node has not heard of is not seen,
+// as in the outage's own bound.
 func (a *accrual) due(limit redlimit.Limit, units, last, now int64) int64 {
 	if units <= 0 {
 		return 0

@@ -16,12 +16,13 @@ const maxShards = 16
 // the value, a share of the map's buckets).
 const entryBytes = 128
 
-// boundedMap is a map by state ([redlimit.StateID]) of at most size entries and about maxBytes
-// bytes (entryBytes plus the key's bytes each: keys are client data, up to
-// whatever a caller accepts), in shards locked apart so that unrelated keys
-// seldom contend. A new entry in a full shard evicts the stale entries among
-// a sample of eight, or else one of them, until it fits; an entry larger
-// than a shard's share of maxBytes is not kept.
+// boundedMap is a map by state ([redlimit.StateID]) of at most size
+// entries and about maxBytes bytes. An entry counts entryBytes plus its
+// key's bytes: keys are client data, as long as a caller accepts. The map
+// is in shards locked apart, so unrelated keys seldom contend. A new entry
+// in a full shard evicts the stale entries among a sample of eight. If
+// none is stale, it evicts one of them, until the entry fits. An entry
+// larger than a shard's share of maxBytes is not kept.
 type boundedMap[V any] struct {
 	seed     maphash.Seed
 	max      int // entries per shard

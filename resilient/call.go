@@ -21,10 +21,10 @@ var errCallerGone = errors.New("resilient: caller's context done")
 // minBudget), or none: the policy answers, and the breaker ignores it.
 var errNoTime = errors.New("resilient: too little time left by the caller")
 
-// errHeld marks a store call whose budget ended while it waited for a
-// charge of its state that another call was sending (see decideOwed): the
-// policy answers, and the breaker ignores it (that charge's own outcome
-// is counted by the call that sent it).
+// errHeld marks a store call whose budget ended while it waited for
+// another call's charge of its state (see decideOwed). The policy answers,
+// and the breaker ignores it. The call that sent the charge counts its
+// outcome.
 var errHeld = errors.New("resilient: held behind a charge of the state")
 
 const (
@@ -83,10 +83,11 @@ func (c storeCall) call(ctx context.Context, l *Limiter) (redlimit.Decision, err
 }
 
 // budget returns how long the store may take for a call made now by a
-// caller with ctx: Options.Timeout, or, when the caller's deadline comes
-// first, the caller's remaining time less a margin for the failure policy
-// to answer before that deadline (a fifth of the remaining time, at most
-// Options.CallerMargin; 4 ms of Envoy's 20). Zero if the deadline has passed.
+// caller with ctx. That is Options.Timeout, unless the caller's deadline
+// comes first. Then it is the caller's remaining time less a margin, so
+// the failure policy answers before that deadline. The margin is a fifth
+// of the remaining time, at most Options.CallerMargin. Zero if the
+// deadline has passed.
 func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
 	d, ok := ctx.Deadline()
 	if !ok {
@@ -214,14 +215,13 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
-// probe makes the call c as the half-open breaker's probe: the store gets
-// probeTimeout whatever the caller's deadline, and the outcome goes to
-// the breaker (done) when the call ends, or at probeTimeout. The caller
-// waits for it within its budget only, and the failure policy answers
-// after that. So callers with deadlines shorter than the store's timeout
-// (20 ms, as Envoy sends them) do not keep the breaker open against a
-// store that answers within its timeout, on a host too busy to hear it
-// within theirs.
+// probe makes the call c as the half-open breaker's probe. The store gets
+// probeTimeout whatever the caller's deadline. The outcome goes to the
+// breaker (done) when the call ends, or at probeTimeout. The caller waits
+// for it within its budget only; the failure policy answers after that.
+// Some callers have deadlines shorter than the store's timeout, as Envoy
+// sends them. They do not keep the breaker open against a store that
+// answers within its timeout on a busy host.
 func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, done func(error)) (redlimit.Decision, error) {
 	var reported atomic.Bool
 	report := func(err error) {

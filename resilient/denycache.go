@@ -21,12 +21,12 @@ type DenyCacheOptions struct {
 	Bytes int
 }
 
-// denyCache remembers denials the store answered with nothing remaining, until
-// their retry-after, so that further requests of the same key and limit are
+// denyCache remembers denials the store answered with nothing remaining,
+// until their retry-after. Further requests of the same key and limit are
 // denied without asking the store. It never denies what the store would
-// allow: consumption by others only delays the moment a request can pass,
-// and a request of a smaller cost than the one denied, or of a limit with
-// another Count or Burst, is not answered from the cache.
+// allow. Consumption by others only delays the moment a request can pass.
+// The cache does not answer a request of a smaller cost than the one
+// denied. Nor does it answer a limit with another Count or Burst.
 //
 // Entries are keyed by the state they describe ([redlimit.StateID]), as the
 // store keeps it, so that a Reset drops them whatever the Count or the

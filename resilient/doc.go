@@ -1,5 +1,5 @@
 // Package resilient wraps a store (normally redisstore's) so that its
-// failures neither fail the caller nor let clients flood: a [Limiter] is a
+// failures neither fail the caller nor let clients flood. A [Limiter] is a
 // [redlimit.Limiter] in front of it.
 //
 //	l, err := resilient.New(store, resilient.Options{Nodes: registry})
@@ -13,15 +13,15 @@
 //
 //   - the deny cache: a key and limit the store denied with nothing left,
 //     until the store's retry-after ([redlimit.FromDenyCache]);
-//   - settling: for [FallbackOptions.Settle] after an outage, a decision of limits
-//     that fail local must also fit this node's share, so that the nodes
-//     back first do not spend what the others admitted by themselves;
+//   - settling: for [FallbackOptions.Settle] after an outage, a decision
+//     of limits that fail local must also fit this node's share. So the
+//     nodes back first do not spend what the others admitted by themselves;
 //   - the store, within [Options.Timeout] (or the caller's deadline less a
 //     margin) and while the circuit breaker is closed;
 //   - each limit's failure policy, when the store failed or the breaker is
-//     open: [redlimit.FailLocal] (an in-process limiter with this node's
-//     share, starting from what the store last said), [redlimit.FailOpen]
-//     or [redlimit.FailClosed].
+//     open: [redlimit.FailLocal], [redlimit.FailOpen] or
+//     [redlimit.FailClosed]. FailLocal is an in-process limiter with this
+//     node's share, starting from what the store last said.
 //
 // A key whose state the store cannot use ([redlimit.ErrKeyState]) fails
 // that decision with the error. It is not a store failure: no policy
@@ -44,6 +44,6 @@
 //   - the local fallback and the settling (fallback.go, [Options.Fallback]);
 //   - reconciliation (reconcile.go, [Options.Reconcile]).
 //
-// docs/RELIABILITY.md gives the guarantees and the fault tests' figures (a
-// Redis killed, hung, a Cluster master failing over).
+// docs/RELIABILITY.md gives the guarantees and the fault tests: a Redis
+// killed, hung, a Cluster master failing over.
 package resilient

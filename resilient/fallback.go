@@ -20,8 +20,9 @@ type FallbackOptions struct {
 	Limiter redlimit.Limiter
 	// LastSeenSize bounds how many states (key, algorithm, period) the
 	// Limiter remembers the store's last answer for (default
-	// [DefaultLastSeenSize]; about 100 bytes plus the key each). The
-	// fallback starts from that answer rather than from a full share.
+	// [DefaultLastSeenSize]). An entry also keeps its key;
+	// docs/BENCHMARKS.md has its cost. The fallback starts from that
+	// answer rather than from a full share.
 	// Negative: off.
 	LastSeenSize int
 	// LastSeenBytes bounds the bytes of those answers (default
@@ -35,12 +36,12 @@ type FallbackOptions struct {
 	// and the breaker's close. After the close, a failure is the outage's
 	// while one decision in 16 or more of the recent ones met one.
 	//
-	// The nodes come back apart (on Redis Cluster, up to a second or two
-	// after a failover). The store learns what another node admitted by
-	// itself only when that node is back. So while it settles, a node
-	// admits no more than its share, as during the outage: a decision the
-	// share denies is answered by it ([redlimit.FromLocal]), the others by
-	// the store. Decisions through Admit (package reserve) are not held.
+	// The nodes come back apart: on Redis Cluster, up to seconds after a
+	// failover. The store learns what another node admitted by itself only
+	// when that node is back. So while it settles, a node admits no more
+	// than its share, as during the outage. The share answers a decision
+	// it denies ([redlimit.FromLocal]); the store answers the others.
+	// Decisions through Admit (package reserve) are not held.
 	Settle time.Duration
 }
 
@@ -176,9 +177,10 @@ func (f *fallback) settleFrom(now time.Time) {
 	}
 }
 
-// fromShares, while settling and when other nodes share the limits, takes
-// reqs from this node's shares if they all fail local and carry no debit,
-// and returns the shares' decision (ok false: the store decides alone).
+// fromShares runs while settling, when other nodes share the limits. If
+// reqs all fail local and carry no debit, it takes them from this node's
+// shares. It returns the shares' decision; ok false: the store decides
+// alone.
 // The store decides what the shares admit. What they admitted stays taken,
 // so that this node stays within its share until the settling ends.
 func (f *fallback) fromShares(ctx context.Context, reqs []redlimit.Request, now time.Time) (d redlimit.Decision, ok bool) {

@@ -7,15 +7,15 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// lastSeen remembers, per state, what the store last answered this node, so
-// that when a limit falls back to the local limiter, the local state starts
-// from it rather than from a full share: a key that had 4 left of 100 gets
-// a local allowance of ceil(4 / live nodes), and a key that had nothing
+// lastSeen remembers, per state, what the store last answered this node.
+// When a limit falls back to the local limiter, the local state starts
+// from it rather than from a full share. A key that had 4 left of 100
+// gets a local allowance of ceil(4 / live nodes). A key that had nothing
 // left stays exhausted. Keys the node has not seen (or has forgotten) get
 // the whole share.
 //
-// An entry costs about 100 bytes with the map's overhead, and keeps its key
-// string (see TestLastSeenMemory).
+// An entry keeps its key string. TestLastSeenMemory measures its cost
+// (docs/BENCHMARKS.md).
 type lastSeen struct {
 	*boundedMap[seen]
 	mono mono
@@ -51,12 +51,13 @@ func (ls *lastSeen) put(key string, l redlimit.Limit, start time.Time, r redlimi
 	sh.mu.Unlock()
 }
 
-// startFrom brings the local state of key under share, this node's share of
-// limit l, down to what the store last said, once per answer of the store:
-// to at most ceil(remaining / nodes), where remaining is the store's last
-// Remaining (counted against l's Max if the answer was for another Count),
-// as long as that state would not have drained since. fb is the local
-// fallback. Errors of fb leave the local state as it is.
+// startFrom brings the local state of key down to what the store last
+// said, once per answer of the store. share is this node's share of limit
+// l. The state goes down to at most ceil(remaining / nodes). remaining is
+// the store's last Remaining, counted against l's Max if the answer was
+// for another Count. It applies as long as that state would not have
+// drained since. fb is the local fallback. Errors of fb leave the local
+// state as it is.
 //
 // The consumption that brings the local state down is made now, so it
 // drains up to a period later than the store's state would have: the

@@ -16,9 +16,9 @@ var ErrNoLeases = errors.New("resilient: the store keeps no leases")
 
 // Acquire takes a slot of c on key through the store, with the deadline
 // and the breaker of the Limiter's decisions. When the store fails,
-// c.Failure answers: FailLocal takes a slot of this node's share (Slots
-// divided by the live nodes, rounded up) in the local fallback; FailOpen
-// holds; FailClosed does not, with RetryAfter the breaker's cool-down.
+// c.Failure answers. FailLocal takes a slot of this node's share in the
+// local fallback: Slots divided by the live nodes, rounded up. FailOpen
+// holds. FailClosed does not, with RetryAfter the breaker's cool-down.
 // The store's leases still expire at their TTL meanwhile.
 func (l *Limiter) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return l.lease(ctx, key, c, id, redlimit.Semaphore.Acquire)

@@ -16,59 +16,60 @@ import (
 )
 
 // Reconciliation: what this node counted by itself while the store failed
-// (the admissions its local fallback allowed, and every debit) is owed to
-// the store, per state, and charged to it as debits once it answers again:
+// is owed to the store, per state. That is the admissions its local
+// fallback allowed, and every debit. It is charged to the store as debits
+// once the store answers again:
 //
-//   - inline: a call to the store for states this node owes charges
-//     their debts before the store decides them, when the store counts a
-//     debit once per id (onceDebiter): a charge lost to a store that is
-//     failing (a Cluster master failing over) is sent again with its id.
-//     A store that counts each charge at most once gets it after the
-//     call succeeded instead (the store answers for those keys, so the
-//     charge is most likely confirmed), and one decision per state and
-//     node does not see the debt. Either way the node's other calls for
-//     a state wait while a charge of it is being sent (by another call,
-//     or the background), within their budget (one whose budget ends
-//     first gets the failure policy's answer, and the breaker ignores it:
-//     the charge's own outcome is counted by the call that sent it), then
-//     charge what is owed still or are decided: the store never decides for
-//     this node without what it owes, but for the one decision above and
-//     the breaker's probe, which charges nothing (the store it tries may
-//     still be down). A charge that fails leaves the state owed and fails
-//     the call: the failure policy answers, as during the outage. Other
-//     nodes' debts reach the store with their own calls; until then the
-//     store decides without them;
+//   - inline: a call to the store for states this node owes charges their
+//     debts first, when the store counts a debit once per id
+//     (onceDebiter). A charge lost to a failing store (a Cluster master
+//     failing over) is then sent again with its id. A store that counts
+//     each charge at most once gets it after the call succeeded instead.
+//     The store answers for those keys, so the charge is most likely
+//     confirmed. One decision per state and node then does not see the
+//     debt. Either way, the node's other calls for a state wait while a
+//     charge of it is being sent. They wait within their budget. One whose
+//     budget ends first gets the failure policy's answer, and the breaker
+//     ignores it. The charge's own outcome is counted by the call that sent
+//     it. After the wait, a call charges what is still owed, or is decided.
+//     The store never decides for this node without what it owes. The
+//     exceptions are the one decision above and the breaker's probe. The
+//     probe charges nothing: the store it tries may still be down. A
+//     charge that fails leaves the state owed and fails the call. The
+//     failure policy answers, as during the outage. Other nodes' debts
+//     reach the store with their own calls. Until then the store decides
+//     without them;
 //   - in the background: after a store answer, one goroutine per Limiter
-//     waits a random time up to ReconcileOptions.Spread (so that nodes
-//     coming back together do not charge together), then charges the rest,
-//     up to redlimit.MaxRequests states in a row, taken one at a time (a
-//     state taken holds its calls), then pauses a random time up to a
-//     fiftieth of the spread (after a failed charge, up to the spread),
-//     while the breaker stays closed.
+//     waits a random time up to ReconcileOptions.Spread. So nodes coming
+//     back together do not charge together. Then it charges the rest, up
+//     to redlimit.MaxRequests states in a row, taken one at a time. A
+//     state taken holds its calls. Then it pauses a random time up to a
+//     fiftieth of the spread; after a failed charge, up to the spread. It
+//     goes on while the breaker stays closed.
 //
 // Each charge is of one state, in a call of its own. When the debt is
-// taken to be sent, its units become a charge with an idempotency id (128
-// random bits); while it is being sent, no other charge of the state is
-// sent, and new local units of the state are owed apart. A charge that the
-// store says did not run (see notApplier: Redis refused it, or could not be
-// reached), or that was not sent, is owed again, its id dropped. A charge
-// whose outcome is unknown (a timeout, a reply lost with its connection) is
-// counted as unconfirmed and, if the store counts a debit at most once per
-// id (onceDebiter: redisstore.Store), kept with its id, in doubt, and sent
-// again with it, before any newer units of the state, until it is
-// confirmed or expires: exactly once. The units owed meanwhile go in a
-// charge of their own, with an id of its own, so that an id never covers
-// two amounts. A store without DebitOnce gets each charge at most once: a
-// charge in doubt is not sent again.
+// taken to be sent, its units become a charge with a random idempotency
+// id. While it is being sent, no other charge of the state is sent. New
+// local units of the state are owed apart. Some charges are owed again,
+// their id dropped: those not sent, and those the store says did not run
+// (see notApplier: Redis refused it, or could not be reached). A charge
+// may end unknown: a timeout, a reply lost with its connection. It is
+// counted as unconfirmed. If the store counts a debit at most once per id
+// (onceDebiter: redisstore.Store), the charge is kept with its id, in
+// doubt. It is sent again with that id, before any newer units of the
+// state, until it is confirmed or expires: exactly once. The units owed
+// meanwhile go in a charge of their own, with an id of its own. So an id
+// never covers two amounts. A store without DebitOnce gets each charge at
+// most once: a charge in doubt is not sent again.
 //
-// The debts are bounded (ReconcileOptions.Size states, and Bytes):
-// when full, a new state's units are not recorded (counted as dropped),
-// after the entries with nothing left to charge have been removed from a
-// sample; the states held keep being counted in full. A charge is of what
-// the store would still hold of the units, had it counted each when this
-// node did (see accrual); the rest is not charged (expired). A charge
-// in doubt expires a period after its last unit: it is not sent again after that, which is
-// within the time the store keeps its id (twice the period for
+// The debts are bounded: ReconcileOptions.Size states, and Bytes. When
+// full, a new state's units are not recorded; they count as dropped. That
+// happens after the entries with nothing left to charge are removed from
+// a sample. The states held keep being counted in full. A charge is of
+// what the store would still hold of the units, had it counted each when
+// this node did (see accrual). The rest is not charged (expired). A charge
+// in doubt expires a period after its last unit. It is not sent again
+// after that. The store keeps its id longer (twice the period for
 // redisstore.Store), so a retry never finds its id forgotten.
 
 // ReconcileOptions configure reconciliation: what this node counted by
@@ -76,12 +77,12 @@ import (
 // again. The zero value of each field is its default.
 type ReconcileOptions struct {
 	// Size bounds how many states (key, algorithm, period) the Limiter
-	// remembers what it owes for (default [DefaultReconcileSize]; about
-	// 200 bytes plus the key each, 130 more while a charge is in doubt).
+	// remembers what it owes for (default [DefaultReconcileSize]). An
+	// entry also keeps its key; docs/BENCHMARKS.md has its cost.
 	// Negative: no reconciliation. What is recorded: the admissions the
-	// local fallback allowed, and every debit, whatever its policy (not
-	// what fail_open allowed). When full, a new state's units are not
-	// recorded.
+	// local fallback allowed, and every debit, whatever its policy. What
+	// fail_open allowed is not recorded. When full, a new state's units
+	// are not recorded.
 	Size int
 	// Bytes bounds the bytes of what is owed (default [DefaultCacheBytes]).
 	Bytes int
@@ -108,9 +109,9 @@ type reconciler struct {
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
-// id, so that a charge whose outcome is unknown can be sent again with its
-// id (redisstore.Store is one). counted reports whether this call counted
-// it, rather than an earlier one with the id.
+// id. So a charge whose outcome is unknown can be sent again with its id.
+// redisstore.Store is one. counted reports whether this call counted it,
+// rather than an earlier one with the id.
 type onceDebiter interface {
 	DebitOnce(ctx context.Context, req redlimit.Request, id string) (res redlimit.Result, counted bool, err error)
 }
@@ -191,9 +192,9 @@ type Reconciliation struct {
 	// counted by the store after all: the retry counted nothing.
 	Replayed int64
 	Dropped  int64 // units not recorded: the bound was reached
-	// Expired counts the units not charged: those the store's state would
-	// have drained since they were counted here (see accrual), and those
-	// of a charge in doubt not sent again, a period after its last unit.
+	// Expired counts the units not charged. Some the store's state would
+	// have drained since they were counted here (see accrual). Others are
+	// of a charge in doubt, not sent again a period after its last unit.
 	Expired int64
 }
 
@@ -320,9 +321,9 @@ type stateCharge struct {
 	fresh *charge
 }
 
-// takeFor takes the states of reqs that owe something and no charge of
-// which is being sent, and returns them with a channel for each state of
-// reqs a charge of which is being sent, closed when it has been settled.
+// takeFor takes the states of reqs that owe something and have no charge
+// being sent. It returns them, and a channel for each state of reqs with
+// a charge being sent. The channel is closed when that charge is settled.
 func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) ([]stateCharge, []chan struct{}) {
 	var out []stateCharge
 	var waits []chan struct{}
@@ -476,20 +477,24 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 	l.rec.debts.add(key, limit, n, l.local.nodes.Nodes(), full, l.now(), &l.rec.stats)
 }
 
-// decideOwed makes the call c, which decides the states of owed, some of
-// which this node owes something (see the top of this file). When the
-// store counts debits once per id, it sends the charges of those no
-// charge of which is being sent, waits for the charges being sent of the
-// others (by another call, or the background pass), and makes the call
-// once nothing is owed for any of them. When the store counts each charge
-// at most once, it takes the charges, makes the call, and sends them if
-// the call succeeded; with charges of another call to wait for, it waits
-// first, holding none. It returns the first charge's error (the states
-// stay owed: the failure policy answers, as during an outage), ctx's
-// error if it ends while waiting (c.held then stays set: the breaker
-// ignores a call that ran out of budget behind another's charge), or an
+// decideOwed makes the call c, which decides the states of owed. This
+// node owes something for some of them (see the top of this file).
+//
+// When the store counts debits once per id, decideOwed sends the charges
+// of the states with no charge being sent. It waits for the charges being
+// sent of the others, by another call or the background pass. It makes
+// the call once nothing is owed for any of them.
+//
+// When the store counts each charge at most once, it takes the charges,
+// makes the call, and sends them if the call succeeded. With charges of
+// another call to wait for, it waits first, holding none.
+//
+// It returns the first charge's error. The states then stay owed, and the
+// failure policy answers, as during an outage. It returns ctx's error if
+// ctx ends while waiting. c.held then stays set: the breaker ignores a
+// call that ran out of budget behind another's charge. It returns an
 // error if a wait or charge ended after c.end, the end of the caller's
-// budget: the caller has had the failure policy's answer, and the store
+// budget. The caller has had the failure policy's answer then. The store
 // must not decide a request no one waits for.
 func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
 	for {
@@ -566,8 +571,8 @@ func (l *Limiter) unsent(charges []stateCharge) {
 }
 
 // charge sends c to the store in a call of its own, with Options.Timeout
-// whatever the caller's deadline (a charge cut off by a caller that gave
-// up would be in doubt), counts its outcome and returns it with the
+// whatever the caller's deadline. A charge cut off by a caller that gave
+// up would be in doubt. It counts the outcome and returns it with the
 // store's error. One state is one script call, which the store may tell
 // did not run. A charge of several states in one call would make a
 // failure of one slot's master (a Cluster failover) leave every state of
@@ -636,20 +641,21 @@ func (l *Limiter) kickAfter(wait time.Duration) {
 }
 
 // reconcile charges what is owed, in batches, as described above. After
-// a charge failed it waits (see retryPause) and goes on, from the next
-// shard, while the breaker stays closed: a charge in doubt is sent again
-// even if no call to the store follows (a key answered by the deny cache).
+// a charge failed it waits (see retryPause). Then it goes on from the next
+// shard, while the breaker stays closed. So a charge in doubt is sent
+// again even if no call to the store follows (a key the deny cache
+// answers).
 func (l *Limiter) reconcile(wait time.Duration) {
 	defer l.rec.wg.Done()
 	defer func() {
 		l.rec.running.Store(false)
-		// What is owed still (units owed after the pass's last take, or
-		// held by another charge then; or all of it, the breaker being
-		// open) starts another pass, after a random wait up to retryPause
-		// and the spread: once the
-		// traffic has stopped, no store answer may come to start it. With
-		// exactly-once charges this goes on while the breaker is open, so
-		// that its cool-down ends (mayCharge) and a charge probes.
+		// What is still owed starts another pass. That is the units owed
+		// after the pass's last take, or held by another charge then. With
+		// the breaker open, it is all of it. The pass starts after a random
+		// wait up to retryPause and the spread. Once the traffic has
+		// stopped, no store answer may come to start it. With exactly-once
+		// charges this goes on while the breaker is open. So its cool-down
+		// ends (mayCharge) and a charge probes.
 		if l.rec.once != nil || l.mayCharge() {
 			l.kickAfter(retryPause)
 		}
@@ -691,11 +697,12 @@ func (l *Limiter) reconcile(wait time.Duration) {
 }
 
 // mayCharge reports whether the background reconciliation may send a
-// charge: while the breaker is closed, and, when charges are exactly once
-// (the store has DebitOnce), while it is half-open too, a charge then being
-// the breaker's probe: after an outage at the end of the traffic, no call
-// would come to close the breaker, and what is owed would wait for ever. A
-// probe sent to a store still down is in doubt, and sent again.
+// charge. It may while the breaker is closed. When charges are exactly
+// once (the store has DebitOnce), it may while half-open too. The charge
+// is then the breaker's probe. After an outage at the end of the traffic,
+// no call would come to close the breaker. What is owed would then wait
+// for ever. A probe sent to a store still down is in doubt, and sent
+// again.
 func (l *Limiter) mayCharge() bool {
 	switch l.breaker.State() {
 	case gobreaker.StateClosed:

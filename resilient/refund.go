@@ -12,9 +12,9 @@ import (
 var _ redlimit.Refunder = (*Limiter)(nil)
 
 // receipt is the Receipt of a Limiter's Grants: the Grant of the path that
-// consumed (the store's, or the fallback's for the limits in localAt);
-// neither for a denial from the deny cache or a fail-open answer, which
-// consumed nothing.
+// consumed. That is the store's, or the fallback's for the limits in
+// localAt. A denial from the deny cache or a fail-open answer consumed
+// nothing: it has neither.
 type receipt struct {
 	store   *redlimit.Grant
 	local   *redlimit.Grant
@@ -23,8 +23,8 @@ type receipt struct {
 }
 
 // Admit implements [redlimit.Refunder] when the store does (and the
-// fallback, for the limits it decides): it is AllowAll, through the same
-// deadline, breaker and failure policies, and its Grant records which path
+// fallback, for the limits it decides). It is AllowAll, through the same
+// deadline, breaker and failure policies. Its Grant records which path
 // consumed what. On a store that is not a Refunder it returns an error
 // wrapping [errors.ErrUnsupported].
 func (l *Limiter) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.Grant, error) {

@@ -68,10 +68,10 @@ type Options struct {
 }
 
 // Limiter wraps a store (typically Redis) so that its failures neither fail
-// the caller nor let clients flood: every call has a deadline, a circuit
-// breaker stops calling a store that keeps failing, each limit's
-// [redlimit.FailurePolicy] answers while the store cannot, and an exact deny
-// cache answers repeated requests of a key that has nothing left without
+// the caller nor let clients flood. Every call has a deadline. A circuit
+// breaker stops calling a store that keeps failing. Each limit's
+// [redlimit.FailurePolicy] answers while the store cannot. An exact deny
+// cache answers repeated requests of a key that has nothing left, without
 // asking the store. Every Result says which path decided it.
 //
 // A Limiter is safe for concurrent use. Close it to release the fallback it
@@ -147,8 +147,8 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 }
 
 // Close releases the fallback store the Limiter made and the goroutines
-// kept for calls to the store, after the charge being made, if any, has
-// ended (within Options.Timeout); what is still owed is not charged. It
+// kept for calls to the store. It first waits for the charge being made,
+// if any, within Options.Timeout. What is still owed is not charged. It
 // closes the store it wraps only when [Open] opened it.
 func (l *Limiter) Close() error {
 	l.rec.mu.Lock()
@@ -216,11 +216,11 @@ func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit boo
 		return d, &receipt{}, nil
 	}
 	var shared *redlimit.Decision // what this node's shares admitted, while it settles
-	// Only with the breaker closed: while it is not, every decision goes
-	// to ask, whose refusals the failure policies answer as before, and one
-	// of which is the half-open breaker's probe (a share that denies
-	// without asking would leave a node whose traffic has spent its shares
-	// with no probe, and so on its fallback).
+	// Only with the breaker closed. Otherwise every decision goes to ask.
+	// The failure policies answer its refusals as before. One of them is
+	// the half-open breaker's probe. A share that denies without asking
+	// would leave a node that spent its shares with no probe. That node
+	// would stay on its fallback.
 	settling := l.local.settling(start)
 	if !admit && settling && l.breaker.closed() {
 		if d, ok := l.local.fromShares(ctx, reqs, start); ok {
@@ -353,10 +353,10 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 	return nil
 }
 
-// mono measures times in nanoseconds since its epoch, on the monotonic
-// clock when both times have its reading, as time.Now's do: a step of the
-// wall clock (NTP, a VM restored) then neither prolongs nor cuts a
-// settling, a last-seen answer or a debt. A clock without the reading (a
+// mono measures times in nanoseconds since its epoch. It uses the
+// monotonic clock when both times have its reading, as time.Now's do. A
+// step of the wall clock (NTP, a VM restored) then neither prolongs nor
+// cuts a settling, a last-seen answer or a debt. A clock without the reading (a
 // test's, through Options.Now) is measured on its wall times.
 type mono struct{ epoch time.Time }
 

@@ -12,11 +12,11 @@ import (
 // goroutine of its own that ends with it.
 const maxWorkers = 256
 
-// workers run the store calls of bounded and probe, off their caller's
-// goroutine, which has to be free to give up at the deadline while the
-// client library has not answered yet (unless the store returns by its
-// context's deadline itself, see contextBound), on goroutines kept between
-// calls.
+// workers run the store calls of bounded and probe off their caller's
+// goroutine, on goroutines kept between calls. The caller has to be free
+// to give up at the deadline while the client library has not answered.
+// A store that returns by its context's deadline needs no worker (see
+// contextBound).
 type workers struct{ pool *kept.Pool[job] }
 
 // job is one store call, and where its answer goes.
@@ -37,8 +37,8 @@ type reply struct {
 func newWorkers(max int32) workers { return workers{kept.New(max, job.run)} }
 
 // start hands the call c, with ctx, to a waiting worker, or to a new
-// goroutine when none waits, and returns the channel its answer comes on,
-// once after, if not nil, has been called. A caller that gives up need not
+// goroutine when none waits. It returns the channel its answer comes on.
+// The answer comes once after, if not nil, has been called. A caller that gives up need not
 // receive it.
 func (w *workers) start(ctx context.Context, l *Limiter, c storeCall, after func(error)) <-chan reply {
 	ch := make(chan reply, 1)

@@ -43,6 +43,7 @@ var figure = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`\d+\.\d+\s*(ns|µs|us|ms)\b`,
 	`\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|\d+-byte)\s+(\w+\s+)?(allocations?|allocs?)\b`,
 	`\d+\s+bytes\s+(of\s+\w+\s+)?(per|each|an?)\b`,
+	`\b(about|some|roughly)\s+\d[\d,.]*\s*(bytes|B|KB|MB|KiB|MiB|ns|µs|us)\b`,
 	`\d+(\.\d+)?\s*%\s+(faster|slower|more|less|fewer|cheaper|better|worse)\b`,
 	`\b(by|saves?|costs?|cuts?|gains?)\s+(about\s+|some\s+)?\d+(\.\d+)?\s*%`,
 	`\d+(\.\d+)?\s*[x×]\s*(faster|slower|more|less|fewer|cheaper)\b`,
