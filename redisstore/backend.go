@@ -147,8 +147,8 @@ func (b *goRedisBackend) batching() batchMode {
 	return batchNone
 }
 
-// slotOwners implements nodeBackend with CLUSTER SLOTS: rueidis keeps its
-// own view of the slots to itself, but its clients of the nodes are the
+// slotOwners implements nodeBackend with CLUSTER SLOTS. rueidis keeps its
+// own view of the slots to itself. But its clients of the nodes are the
 // ones the Cluster names there.
 func (b *rueidisBackend) slotOwners(ctx context.Context) ([]string, error) {
 	ranges, err := b.c.Do(ctx, b.c.B().ClusterSlots().Build()).ToArray()

@@ -13,48 +13,47 @@ import (
 )
 
 // Batch caps: a batch holds at most maxBatch decisions and about
-// maxBatchBytes of keys and arguments, so that one script call cannot hold
-// Redis for long (docs/SECURITY.md measures the worst calls).
+// maxBatchBytes of keys and arguments. So one script call cannot hold
+// Redis for long. docs/SECURITY.md measures the worst calls.
 const (
 	maxBatch      = 64
 	maxBatchBytes = 32 << 10
 )
 
-// WithBatching turns batching on (the default) or off. With batching, the
-// decisions ([Store.AllowN], [Store.Peek] and [Store.AllowAll]) that
-// reach the Store for one Redis node while a call to that node is in
-// flight wait and then go together as one script call,
-// which decides them one after another in their order of arrival, at one
-// instant: each gets the answer it would have got alone at that instant,
-// and concurrent requests for one key are admitted greedily in arrival
-// order, each if it still fits. They go when the call in flight answers,
-// or at once as a second call in flight once at least half the decisions
-// in play wait (so that the node has the next call to run while the
-// answer to the first travels back), never more than two calls at a time.
-// Two calls in flight may run in either order (the client may send them
-// on two connections): their callers are concurrent, and each call
-// decides its own in their order of arrival.
-// A caller that finds no call in flight is sent at once, with the script
-// it would run without batching, so an idle Store adds no delay. Without
-// batching, every decision is a script call of its own. [Store.Admit],
-// [Store.DebitOnce], [Store.Reset] and refunds are never batched.
+// WithBatching turns batching on (the default) or off. Batching applies to
+// the decisions [Store.AllowN], [Store.Peek] and [Store.AllowAll]. Those
+// that reach the Store for one Redis node while a call to that node is in
+// flight wait. They then go together as one script call. It decides them
+// one after another in their order of arrival, at one instant. Each gets
+// the answer it would have got alone at that instant. Concurrent requests
+// for one key are admitted greedily in arrival order, each if it still
+// fits. They go when the call in flight answers. Or they go at once as a
+// second call in flight, once at least half the decisions in play wait.
+// The node then has the next call to run while the answer to the first
+// travels back. At most two calls are in flight at a time. Two calls in
+// flight may run in either order: the client may send them on two
+// connections. Their callers are concurrent, and each call decides its own
+// in their order of arrival. A caller that finds no call in flight is
+// sent at once, so an idle Store adds no delay. Without batching, every
+// decision is a script call of its own. [Store.Admit], [Store.DebitOnce],
+// [Store.Reset] and refunds are never batched.
 //
 // A caller whose context ends while its decision waits leaves the queue:
 // the decision is never sent. One whose decision was sent already gets its
-// context's error too, and Redis may still count it, as a call of its own
-// cancelled in flight. Only decisions in the calls in flight, two per
-// node at a time, can be counted so.
+// context's error too. Redis may still count it, as a call of its own
+// cancelled in flight. Only decisions in the calls in flight can be
+// counted so: two calls per node at a time.
 //
 // With batching, [Store.AllowN] and [Store.Peek] return by their
-// context's deadline even if the client library has not answered: the
-// script call of a caller with a deadline is made on a goroutine the Store
-// keeps, not on the caller's (see [Store.ReturnsByContext]). A lone caller
-// without a deadline (an HTTP request's context, say) makes its call on its
-// own goroutine, as without batching, which saves it a hand-off; its
-// cancellation ends the call when the client library honours it, as it
-// does. On Redis Cluster a batch is of one node (see
-// [WithNodeBatches]); an AllowAll of several identifiers is decided in
-// groups (see [Store.AllowAll]), each batched with the node's decisions.
+// context's deadline even if the client library has not answered. The
+// script call of a caller with a deadline is made on a goroutine the
+// Store keeps, not on the caller's (see [Store.ReturnsByContext]). A lone
+// caller without a deadline (an HTTP request's context, say) makes its
+// call on its own goroutine. That saves it a hand-off. Its cancellation
+// ends the call when the client library honours it, as it does. On Redis
+// Cluster a batch is of one node (see [WithNodeBatches]). An AllowAll of
+// several identifiers is decided in groups (see [Store.AllowAll]). Each
+// group is batched with the node's decisions.
 func WithBatching(on bool) Option {
 	return func(s *Store) error {
 		s.noBatching = !on
@@ -64,26 +63,26 @@ func WithBatching(on bool) Option {
 
 // ReturnsByContext reports whether [Store.AllowN] and [Store.Peek] return
 // by their context's deadline even if the client library does not answer
-// (see [WithBatching]): true with batching on, on a backend that batches
-// (not a go-redis Ring). A caller that has to answer by a deadline can
+// (see [WithBatching]). It is true with batching on, on a backend that
+// batches (not a go-redis Ring). A caller that has to answer by a deadline can
 // then call them on its own goroutine, with that deadline (resilient
 // does).
 func (s *Store) ReturnsByContext() bool {
 	return s.batches.mode != batchNone && !s.batchScriptAlways
 }
 
-// batcher groups the decisions bound for one destination (a standalone
-// server, a Cluster slot or a Cluster node) by group commit, with no
-// timer: what arrives while a call of the destination is in flight waits
-// in queue and goes in the next call, when a call in flight answers or,
-// while only one is in flight, at once as a second call once early holds.
-// With one call in flight, the server waits while its answer travels back
-// and is handed out and the next call travels to it, and the callers wait
-// while the server runs the call (docs/BENCHMARKS.md, "What the design
-// choices buy"); a second call fills the server's wait. That it waits until half the
-// decisions in play are in it keeps it from being a call of a few
-// decisions, which would cost the server more per decision than it saves,
-// and splits a steady load into two even halves that take turns.
+// batcher groups the decisions bound for one destination by group commit,
+// with no timer. A destination is a standalone server, a Cluster slot or
+// a Cluster node. What arrives while a call of the destination is in
+// flight waits in queue. It goes in the next call, when a call in flight
+// answers. While only one is in flight, it goes at once as a second call
+// once early holds. With one call in flight, the server waits while its
+// answer travels back and the next call travels to it. The callers wait
+// while the server runs the call. A second call fills the server's wait
+// (docs/BENCHMARKS.md, "What the design choices buy"). It waits until half
+// the decisions in play are in it. That keeps it from being a call of a
+// few decisions, which would cost the server more than it saves. It also
+// splits a steady load into two even halves that take turns.
 type batcher struct {
 	s    *Store
 	node string // a Cluster node's address: its batches go to it with the keys in ARGV (pernode.go); "" otherwise
@@ -96,13 +95,12 @@ type batcher struct {
 	waiting   int // the decisions in queue not cancelled
 }
 
-// early reports whether what waits goes now, in a second call in flight
-// beside the one in flight (see batcher): once at least half the
-// decisions in play wait, counting as in play those in flight and those
-// answered whose callers may come back. An answer adds its decisions to
-// returning and each arrival takes one away, as the callers of a closed
-// loop (a worker, a client's connection) come back once answered. b.mu
-// is held.
+// early reports whether what waits goes now, in a second call beside the
+// one in flight (see batcher). It does once at least half the decisions in
+// play wait. In play are those in flight, and those answered whose callers
+// may come back. An answer adds its decisions to returning. Each arrival
+// takes one away. The callers of a closed loop (a worker, a client's
+// connection) come back once answered. b.mu is held.
 func (b *batcher) early() bool {
 	return b.waiting >= b.flying+b.returning
 }
@@ -119,14 +117,14 @@ type pending struct {
 	slot  int           // the Cluster slot of the keys
 	state int           // queued, sent or cancelled; under the batcher's mu
 	out   outcome       // the answer, filled by the call that decides it
-	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
+	done  chan struct{} // sent on once out is filled; a channel of outcomes would allocate more
 	// pooled: from pendings (newPendingOne), given back by decide once
 	// its caller has the answer and nothing holds it any more.
 	pooled bool
 }
 
 // pendings keeps single-limit pendings, with their done channels, between
-// decisions: two allocations a decision fewer.
+// decisions, so a decision allocates neither.
 var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
 // answered returns p's outcome, once its call has sent on done (which it
@@ -201,8 +199,8 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 }
 
 // newPendingOne is newPending of the one request r, not a debit, as AllowN
-// and Peek make it: with no slice of one request to allocate, and from
-// pendings, to which batcher.decide gives it back once answered.
+// and Peek make it. It allocates no slice of one request. It comes from
+// pendings; batcher.decide gives it back once answered.
 func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
 	p := pendings.Get().(*pending)
 	*p = pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
@@ -219,9 +217,9 @@ func (b *batcher) decide(p *pending) outcome {
 	b.mu.Lock()
 	b.returning = max(b.returning-1, 0)
 	if b.inflight == 0 {
-		// Nothing in flight: this caller's call goes now, as it would
-		// without batching, and whatever arrives meanwhile follows it; on
-		// a kept goroutine when the caller has a deadline to keep.
+		// Nothing in flight: this caller's call goes now. Whatever arrives
+		// meanwhile follows it. It runs on a kept goroutine when the caller
+		// has a deadline to keep.
 		b.inflight, b.flying = 1, 1
 		if _, ok := ctx.Deadline(); !ok {
 			b.mu.Unlock()
@@ -290,9 +288,9 @@ func (b *batcher) dropCancelledLocked() {
 	}
 }
 
-// next is called when b's call of answered decisions has answered, its
-// caller having its answer already: it sends what queued meanwhile, from a
-// goroutine that carries on while more queues, or leaves b idle.
+// next is called when b's call of answered decisions has answered, and its
+// caller has its answer. It sends what queued meanwhile, from a goroutine
+// that carries on while more queues. Or it leaves b idle.
 func (b *batcher) next(answered int) {
 	batch := b.take(nil, answered)
 	if batch != nil {
@@ -335,11 +333,11 @@ func (b *batcher) answeredLocked(n int) {
 	b.returning += n
 }
 
-// take is called by a call that has answered: it records its answered
-// decisions, if not done yet (answered), and returns the next batch for
-// the caller to send, reusing buf; or nil, the call's place in flight
-// given up, when nothing waits, or too little to go beside another call in
-// flight (see batcher).
+// take is called by a call that has answered. It records its answered
+// decisions, if not done yet (answered). It returns the next batch for the
+// caller to send, reusing buf. It returns nil when nothing waits, or too
+// little to go beside another call in flight (see batcher). The call then
+// gives up its place in flight.
 func (b *batcher) take(buf []*pending, answered int) []*pending {
 	b.mu.Lock()
 	b.answeredLocked(answered)
@@ -395,10 +393,10 @@ func (b *batcher) run(batch []*pending) {
 	}
 }
 
-// send decides batch in one script call (two or more on a Cluster node
-// that did not serve every key, see pernode.go) and gives each caller its
-// answer, or its call's error. The call's context is cancelled by no
-// caller (a caller that gives up must not lose the others' decisions); it
+// send decides batch in one script call and gives each caller its answer,
+// or its call's error. A Cluster node that did not serve every key takes
+// more calls (see pernode.go). No caller cancels the call's context: a
+// caller that gives up must not lose the others' decisions. The context
 // has the latest of the callers' deadlines, if each has one.
 func (b *batcher) send(batch []*pending) {
 	ctx := context.WithoutCancel(batch[0].ctx)
@@ -434,10 +432,10 @@ func (b *batcher) send(batch []*pending) {
 	}
 }
 
-// sortRuns puts the single-limit decisions on one key together, in
-// arrival order, so that the batch script reads and writes the key once
-// for all of them (lua/batch.lua): decisions on different keys commute at
-// one instant. A decision of several limits stays where it is, and so
+// sortRuns puts the single-limit decisions on one key together, in arrival
+// order. The batch script then reads and writes the key once for all of
+// them (lua/batch.lua). Decisions on different keys commute at one
+// instant. A decision of several limits stays where it is, and so
 // does every decision relative to it.
 func sortRuns(batch []*pending) {
 	byKey := func(x, y *pending) int { return strings.Compare(x.key, y.key) }
@@ -460,14 +458,14 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 	return p.out
 }
 
-// decideBatch decides batch in one run of the batch script (see
-// lua/batch.lua and wire.go) at the time at, and fills each decision's
-// out. With node "", the call goes through the client, routed by its keys
-// (KEYS), which must share one slot on Cluster; otherwise it goes to the
-// Cluster node node with the keys in ARGV and the allow-cross-slot-keys
-// flag (see pernode.go). The error is the call's, or ErrBadReply for a
-// reply that is not one for this batch (which may have filled some outs:
-// the caller gives each the error, setErr).
+// decideBatch decides batch in one run of the batch script at the time at
+// (see lua/batch.lua and wire.go). It fills each decision's out. With node
+// "", the call goes through the client, routed by its keys (KEYS). They
+// must share one slot on Cluster. Otherwise the call goes to the Cluster
+// node node, with the keys in ARGV and the allow-cross-slot-keys flag (see
+// pernode.go). The error is the call's, or ErrBadReply for a reply that
+// is not one for this batch. Such a reply may have filled some outs; the
+// caller gives each the error (setErr).
 func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
 	w := s.newWire()
 	w.pendings(batch)
@@ -507,7 +505,7 @@ func (w *wire) pendings(batch []*pending) {
 }
 
 // batchReply fills the outs of batch, sent as w, from the batch script's
-// reply v, and reports whether v was such a reply, each value where it is
+// reply v. It reports whether v was such a reply: each value where it is
 // expected, and no more.
 func batchReply(batch []*pending, w *wire, v []int64) bool {
 	r, ok := readReply(v)

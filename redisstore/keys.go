@@ -9,18 +9,19 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// maxTagLen is the longest identifier kept as it is in a key; a longer one is
-// replaced by "#" and its SHA-256, so a 10 KB identifier costs 65 bytes.
+// maxTagLen is the longest identifier kept as it is in a key. A longer one
+// is replaced by "#" and its hex SHA-256: 65 bytes, however long.
 const maxTagLen = 128
 
 // algCodes name the algorithms in keys; the index is the script's algorithm number.
 var algCodes = [...]string{redlimit.FixedWindow: "fw", redlimit.SlidingLog: "sl", redlimit.SlidingWindow: "sw", redlimit.TokenBucket: "tb"}
 
 // hashTag turns a caller's identifier into the text between the key's braces.
-// It is injective, and the result holds no brace, so whatever the identifier
-// holds (braces, colons, newlines) it cannot choose another slot or collide
-// with another identifier: '%', '{', '}' and '#' are percent-escaped, and
-// identifiers longer than maxTagLen become '#' + hex SHA-256.
+// It is injective, and the result holds no brace. So whatever the
+// identifier holds (braces, colons, newlines), it cannot choose another
+// slot or collide with another identifier. '%', '{', '}' and '#' are
+// percent-escaped. Identifiers longer than maxTagLen become '#' + hex
+// SHA-256.
 func hashTag(id string) string {
 	if len(id) > maxTagLen {
 		sum := sha256.Sum256([]byte(id))
@@ -61,7 +62,7 @@ func (s *Store) key(tag string, l redlimit.Limit) string {
 	b.WriteString(algCodes[l.Algorithm])
 	b.WriteByte(':')
 	var period [20]byte
-	b.Write(strconv.AppendInt(period[:0], l.Period.Microseconds(), 10)) // no string of its own: one allocation per key, not two
+	b.Write(strconv.AppendInt(period[:0], l.Period.Microseconds(), 10)) // no string of its own, so the key allocates once
 	if c := l.Calendar; !c.IsZero() {
 		// The calendar names the state: its window is a field of the hash.
 		b.WriteByte(':')

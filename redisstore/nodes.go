@@ -38,12 +38,13 @@ type RegistryOptions struct {
 // safe for concurrent use.
 //
 // Each node's entry lasts its own TTL, so nodes with different intervals
-// count each other. When a heartbeat finds this node missing from the
-// registry (Redis restarted empty or failed over to a replica that lost it,
-// the registry was deleted, or Redis's clock jumped past the TTL), or
-// follows a heartbeat that failed, the other nodes may not have beaten
-// again yet. Until Redis has answered this node's heartbeats for one TTL
-// from then, the count does not drop below the one held before. An outage
+// count each other. A heartbeat may find this node missing from the
+// registry. Redis restarted empty, or failed over to a replica that lost
+// it; the registry was deleted; or Redis's clock jumped past the TTL. Or a
+// heartbeat follows one that failed. Either way the other nodes may not
+// have beaten again yet. So the count does not drop below the one held
+// before, until Redis has answered this node's heartbeats for one TTL from
+// then. An outage
 // right after then cannot leave this node counting itself alone and
 // taking the whole limit as its share. A failed heartbeat counts because
 // Redis may run it late, after a hang: it puts this node back, and the

@@ -21,27 +21,26 @@ const MaxIDLen = 64
 const minOnceTTL = time.Minute
 
 // onceTTL returns how long the marker of a debit under l lives: twice its
-// period, and at least a minute, plus the store's TTL margin (the script
-// adds it). A caller that sends a charge again only while it has not
-// expired, within one period of its last unit (resilient's debts), thus
-// finds the marker of a first try that ran however late Redis ran it,
-// within one more period (or a minute): a retry that Redis runs even later
+// period, and at least a minute. The script adds the store's TTL margin.
+// resilient's debts send a charge again only within one period of its last
+// unit. Such a retry finds the marker of a first try that Redis ran up to
+// one more period (or a minute) late. A retry that Redis runs even later
 // than that could count twice.
 func onceTTL(l redlimit.Limit) time.Duration {
 	return max(2*l.Period, minOnceTTL)
 }
 
-// DebitOnce counts req as a debit ([redlimit.Request.Debit] is implied),
-// as [Store.AllowAll] of it alone would, unless a call with the same id
-// for the same state (key, algorithm, period) counted it already: it
-// reports whether this call counted it. Calls with one id must carry one
-// cost. The debit and a marker of its id (a key beside the limit's key,
-// with the same hash tag, so in the same Cluster slot) are written by one
-// script call; the marker lives twice the limit's period, and at least a
-// minute (plus [WithTTLMargin]'s margin), and a call with its id in that
-// time counts nothing. A debit whose call failed with an unknown outcome
-// (a timeout, a reply lost with its connection) can thus be sent again
-// with its id, and is counted once.
+// DebitOnce counts req as a debit, as [Store.AllowAll] of it alone would.
+// [redlimit.Request.Debit] is implied. It counts nothing if a call with
+// the same id for the same state (key, algorithm, period) counted it
+// already. It reports whether this call counted it. Calls with one id
+// must carry one cost. One script call writes the debit and a marker of
+// its id. The marker is a key beside the limit's key, with the same hash
+// tag, so in the same Cluster slot. It lives twice the limit's period,
+// and at least a minute, plus [WithTTLMargin]'s margin. A call with its
+// id in that time counts nothing. A debit whose call failed with an
+// unknown outcome (a timeout, a reply lost with its connection) can thus
+// be sent again with its id. It is counted once.
 //
 // The Result is the debit's (see [redlimit.Request.Debit]) when this call
 // counted it, and otherwise what [Store.Peek] of the same cost says.

@@ -18,10 +18,10 @@ import (
 // given. The wrapped error names the cause (refused, authentication, TLS).
 var ErrConnect = errors.New("redisstore: cannot use Redis")
 
-// Open connects to the Redis named by rawURL with a rueidis client that the
-// Store owns ([Store.Close] closes it), checks that Redis answers and runs
-// scripts, and returns the Store. Errors wrap [ErrConnect] and name the
-// problem.
+// Open connects to the Redis named by rawURL with a rueidis client that
+// the Store owns; [Store.Close] closes it. It checks that Redis answers
+// and runs scripts, and returns the Store. Errors wrap [ErrConnect] and
+// name the problem.
 //
 // The URL is rueidis's (see [rueidis.ParseURL]), plus "ca_file":
 //
@@ -30,10 +30,13 @@ var ErrConnect = errors.New("redisstore: cannot use Redis")
 //	redis://host:26379?addr=host2:26379&master_set=mymaster  Sentinel: the sentinels and the master's name
 //	rediss://host:6380?ca_file=/etc/redis/ca.pem    TLS with a custom CA (skip_verify=true to not verify)
 //
-// user and password are the ACL user and password (only a password: AUTH
-// with requirepass); db selects a database (not on Cluster); dial_timeout
-// sets the connect timeout; write_timeout how long a connection (to Redis
-// or to a sentinel) may leave a PING unanswered before it is closed.
+// The parameters:
+//   - user and password: the ACL user and password. Only a password:
+//     AUTH with requirepass;
+//   - db: the database (not on Cluster);
+//   - dial_timeout: the connect timeout;
+//   - write_timeout: how long a connection (to Redis or to a sentinel)
+//     may leave a PING unanswered before it is closed.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	copt, err := ParseURL(rawURL)
 	if err != nil {
@@ -95,14 +98,14 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 		copt.TLSConfig.MinVersion = tls.VersionTLS12
 	}
 	if copt.Sentinel.MasterSet != "" {
-		// rueidis dials the sentinels with Sentinel.Dialer, whose zero
-		// value has no keep-alive: the connection on which the client
-		// hears that the master moved is then never PINGed, and a sentinel
-		// that hangs with it open (a stopped process) keeps the client on a
-		// dead master for as long as it hangs. With the master's dialer,
-		// a second of silence on it sends a PING, and a PING unanswered
-		// within write_timeout (10 s by default) closes it: the client
-		// turns to another sentinel.
+		// rueidis dials the sentinels with Sentinel.Dialer. Its zero value
+		// has no keep-alive. The client hears on that connection that the
+		// master moved, and it is then never PINGed. A sentinel that hangs
+		// with it open (a stopped process) keeps the client on a dead
+		// master for as long as it hangs. With the master's dialer, a
+		// second of silence sends a PING. A PING unanswered within
+		// write_timeout closes the connection. The client then turns to
+		// another sentinel.
 		copt.Sentinel.Dialer = copt.Dialer
 		if copt.Sentinel.Dialer.KeepAlive == 0 {
 			copt.Sentinel.Dialer.KeepAlive = rueidis.DefaultTCPKeepAlive
@@ -118,9 +121,9 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 const passwordHint = "percent-encode the password's reserved characters (% as %25, / as %2F, # as %23, ? as %3F, @ as %40, : as %3A, space as %20)"
 
 // parseURL parses rawURL and checks that all of its user information is
-// where url.Parse found it, so that no part of a password is taken for the
+// where url.Parse found it. So no part of a password is taken for the
 // port, the path, the query or the fragment. Its errors wrap ErrConnect
-// and never hold the password: url.Parse's quote the URL whole.
+// and never hold the password; url.Parse's quote the URL whole.
 func parseURL(rawURL string) (*url.URL, error) {
 	where := Redacted(rawURL)
 	u, err := url.Parse(rawURL)
@@ -142,10 +145,10 @@ func parseURL(rawURL string) (*url.URL, error) {
 	if u.Opaque != "" || strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") || u.User == nil && strings.Contains(rawURL, "@") {
 		return nil, fmt.Errorf("%w: bad URL %s: an @ outside the user information: write scheme://user:password@host:port, and %s", ErrConnect, where, passwordHint)
 	}
-	// u.Query drops, without a word, the pairs that do not parse, and
-	// rueidis reads an unbracketed IPv6 address as a host with no port
-	// ("::1:6379" dials [::1:6379]:6379): refuse both, rather than
-	// connect somewhere else than the URL says.
+	// u.Query silently drops the pairs that do not parse. rueidis reads an
+	// unbracketed IPv6 address as a host with no port: "::1:6379" dials
+	// [::1:6379]:6379. Refuse both, rather than connect somewhere else
+	// than the URL says.
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, fmt.Errorf("%w: bad URL %s: the query does not parse (percent-encode %% as %%25): %v", ErrConnect, where, err)
@@ -161,12 +164,13 @@ func parseURL(rawURL string) (*url.URL, error) {
 }
 
 // Redacted returns rawURL with any password replaced by "xxxxx", for logs
-// and errors. It works on the text, not on a parsed URL, so that it hides
-// the password of a URL that does not parse, or parses with part of the
-// password taken for the port or the path: before the last "@", everything
-// after the first ":" that follows the scheme's "//" is the password
-// (without "//", everything after the scheme's ":", or all of it). It may
-// hide more than the password of a URL whose query holds an "@"; never less.
+// and errors. It works on the text, not on a parsed URL. So it hides the
+// password of a URL that does not parse. It also hides one that parses
+// with part of the password taken for the port or the path. The password
+// is what comes before the last "@" and after the first ":" that follows
+// the scheme's "//". Without "//", it is everything after the scheme's
+// ":", or all of it. It may hide more than the password of a URL whose
+// query holds an "@"; never less.
 func Redacted(rawURL string) string {
 	at := strings.LastIndexByte(rawURL, '@')
 	if at < 0 {
@@ -203,10 +207,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close waits for the refunds [Store.AllowAll] left running (at most 1 s),
-// ends the goroutines the Store keeps to send batches, then closes the
-// client if the Store opened it ([Open]); a client the caller gave, the
-// caller closes, after Close.
+// Close waits for the refunds [Store.AllowAll] left running, for a bounded
+// time. It ends the goroutines the Store keeps to send batches. Then it
+// closes the client if the Store opened it ([Open]). The caller closes a
+// client it gave, after Close.
 func (s *Store) Close() error {
 	s.bg.Wait()
 	s.runners.Close()

@@ -17,44 +17,45 @@ import (
 // Batches of a Redis Cluster node.
 //
 // A batch on Cluster takes the decisions of one node, whatever their
-// slots: one script call, sent to the node by its address (not routed by
-// the client, which follows no redirection for it), with Redis 7's
-// allow-cross-slot-keys flag and the keys in ARGV. Redis checks before the
-// script runs only the keys declared in KEYS, all of one slot; it checks
-// every other key when the script touches it, and a script that fails
-// halfway keeps what it wrote. So the batch script first reads every key
-// (lua/batch.lua): if one is not served by the node, it answers NOTOWNED
-// having written nothing, and the batch is decided again slot by slot,
-// each slot's decisions in one call routed by the client with their keys
-// in KEYS (sendBatch). The view of which node serves which slot is then
-// refreshed; a stale view costs these second calls, never a decision.
+// slots. It is one script call, sent to the node by its address. The
+// client does not route it, and follows no redirection for it. The call
+// has Redis 7's allow-cross-slot-keys flag and the keys in ARGV. Before
+// the script runs, Redis checks only the keys declared in KEYS, all of one
+// slot. It checks every other key when the script touches it. A script
+// that fails halfway keeps what it wrote. So the batch script first reads
+// every key (lua/batch.lua). If the node does not serve one, it answers
+// NOTOWNED having written nothing. The batch is then decided again slot by
+// slot (sendBatch). Each slot's decisions go in one call routed by the
+// client, with their keys in KEYS. The view of which node serves which
+// slot is then refreshed. A stale view costs these second calls, never a
+// decision.
 //
 // Why this is safe while slots move or nodes fail over:
-//   - A script runs atomically: no slot changes owner and no key migrates
-//     while it runs, so what the first reads found holds for the whole
+//   - A script runs atomically. No slot changes owner and no key migrates
+//     while it runs. So what the first reads found holds for the whole
 //     script.
-//   - A node serves a key when it owns the key's slot, or when the slot is
-//     migrating away and the key is still there (MIGRATE moves a key with
-//     its state, atomically). It refuses a key of a slot it does not own,
-//     and of a slot it is importing: the call, sent straight to the node,
-//     never carries ASKING, with which a node serves an importing slot's
-//     keys even while they still live on the node the slot comes from. A
-//     key migrating away that is gone from the node is refused as well.
-//     Either way the batch writes nothing and goes again slot by slot,
-//     where the client follows MOVED and ASK for keys Redis checks itself.
+//   - A node serves a key when it owns the key's slot. It also serves a
+//     key still there while the slot migrates away. MIGRATE moves a key
+//     with its state, atomically. A node refuses a key of a slot it does
+//     not own, and of a slot it is importing. The call, sent straight to
+//     the node, never carries ASKING. With ASKING, a node would serve an
+//     importing slot's keys even while they live on the other node. A key
+//     migrating away that is gone from the node is refused as well.
+//     Either way the batch writes nothing and goes again slot by slot.
+//     There the client follows MOVED and ASK for keys Redis checks itself.
 //   - A node that became a replica (failover) refuses a script that may
-//     write before it runs, or every key; an old master cut off from the
-//     others keeps serving its slots until cluster-node-timeout, exactly
-//     as for calls of one slot. A batch that ran on a master that then
-//     failed before its replica got it is lost as its decisions alone
-//     would be: no more, no less.
+//     write, before it runs. An old master cut off from the others keeps
+//     serving its slots until cluster-node-timeout, as for calls of one
+//     slot. A master may fail after running a batch, before its replica
+//     got it. The batch is then lost as its decisions alone would be: no
+//     more, no less.
 //   - Servers before Redis 7 know no allow-cross-slot-keys: their slots
 //     are batched slot by slot.
 
 // WithNodeBatches turns batches of several slots on one Redis Cluster
 // node on (the default) or off. Off, a Cluster's batches are each of one
-// slot, with every key declared in KEYS: for a proxy or an ACL that
-// refuses scripts touching keys they do not declare. It has no effect
+// slot, with every key declared in KEYS. That suits a proxy or an ACL
+// that refuses scripts touching keys they do not declare. It has no effect
 // without batching or off Cluster.
 func WithNodeBatches(on bool) Option {
 	return func(s *Store) error {
@@ -198,10 +199,10 @@ func (r *nodeRouter) load(ctx context.Context) {
 
 // sendBatch decides batch (see decideBatch) at the time at and fills each
 // decision's out. On the Cluster node node (not ""), decisions of several
-// slots go in one call to it; if it does not serve every key, or refused
-// the call, the batch is decided again slot by slot, the slots at once,
-// and the view of the Cluster refreshed. Without a node, a Cluster batch
-// of several slots goes slot by slot.
+// slots go in one call to it. The node may not serve every key, or refuse
+// the call. Then the batch is decided again slot by slot, the slots at
+// once, and the view of the Cluster is refreshed. Without a node, a
+// Cluster batch of several slots goes slot by slot.
 func (s *Store) sendBatch(ctx context.Context, batch []*pending, at, node string) {
 	if node != "" && (s.batchScriptAlways || !oneSlot(batch)) {
 		err := s.decideBatch(ctx, batch, at, node)
@@ -224,11 +225,11 @@ func (s *Store) sendBatch(ctx context.Context, batch []*pending, at, node string
 
 // decideSlotBatch decides batch, of one slot, in one call routed by its
 // keys. While the slot migrates, Redis refuses a call of several keys of
-// which only some have moved (TRYAGAIN), and a client whose view of the
-// slots is behind may see MOVED or ASK past its redirects, all without
-// running it (notApplied): the decisions then go each alone, as without
-// batching (a single-limit decision has one key, which the client finds
-// on either node).
+// which only some have moved (TRYAGAIN). A client whose view of the slots
+// is behind may see MOVED or ASK past its redirects. Neither runs the call
+// (notApplied). The decisions then go each alone, as without batching. A
+// single-limit decision has one key, which the client finds on either
+// node.
 func (s *Store) decideSlotBatch(ctx context.Context, batch []*pending, at string) {
 	err := s.decideBatch(ctx, batch, at, "")
 	if err == nil || len(batch) == 1 || !notApplied(err) {
@@ -281,10 +282,10 @@ func bySlot(batch []*pending) [][]*pending {
 // errNoNode is the error of a call to a node the client does not know.
 var errNoNode = errors.New("redisstore: no connection to the node")
 
-// movedAway reports whether err shows that a batch sent to a node was not
-// run because the node does not serve one of its keys (NOTOWNED, from
-// lua/batch.lua, or Redis's MOVED or ASK for KEYS[1]), or was refused
-// without running (see notApplied): deciding it again cannot apply it
+// movedAway reports whether err shows that a batch sent to a node did not
+// run. Either the node does not serve one of its keys (NOTOWNED from
+// lua/batch.lua, or Redis's MOVED or ASK for KEYS[1]). Or it was refused
+// without running (see notApplied). Deciding it again cannot apply it
 // twice.
 func movedAway(err error) bool {
 	if errors.Is(err, errNoNode) || errors.Is(err, rueidis.ErrClosing) || errors.Is(err, redis.ErrClosed) {

@@ -42,9 +42,9 @@ func newBatchers(s *Store) *batchers {
 }
 
 // of returns the batcher of a decision whose keys are in the Cluster slot
-// slot (any slot elsewhere), or nil if its decisions go alone: on Cluster,
-// its node's batcher if the node can take batches of several slots, else
-// its slot's.
+// slot (any slot elsewhere), or nil if its decisions go alone. On Cluster
+// it is its node's batcher, if the node can take batches of several
+// slots. Otherwise it is its slot's.
 func (bs *batchers) of(slot int) *batcher {
 	switch bs.mode {
 	case batchOne:
@@ -66,8 +66,9 @@ func (bs *batchers) of(slot int) *batcher {
 }
 
 // nodeOf returns the address of the Cluster node that serves slot and
-// takes batches of several slots, as far as the Store knows, waiting for
-// the first view of the Cluster if there is none yet; or "" if none does.
+// takes batches of several slots, as far as the Store knows. It waits for
+// the first view of the Cluster if there is none yet. It returns "" if no
+// node does.
 // Only the test hook WithBatchScriptAlways calls it.
 func (bs *batchers) nodeOf(ctx context.Context, slot int) string {
 	if bs.nodes == nil {
@@ -85,9 +86,9 @@ func (bs *batchers) nodeOf(ctx context.Context, slot int) string {
 // numSlots is the number of Redis Cluster hash slots.
 const numSlots = 16384
 
-// keySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its
-// hash tag (the text between the first '{' and the next '}', if not empty),
-// or of the whole key, modulo 16384.
+// keySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of
+// its hash tag, modulo 16384. The hash tag is the text between the first
+// '{' and the next '}', if not empty. Without one, the whole key counts.
 func keySlot(key string) int {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {

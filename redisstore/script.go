@@ -18,15 +18,20 @@ var nodesSource string
 
 // batchSource is the decision script: every call of the Store is one run
 // of it (see lua/batch.lua and wire.go). A script makes its functions anew
-// at each call (see lua/prelude.lua), so each block below defines only
+// at each call (see lua/prelude.lua). So each block below defines only
 // what its path calls, and runs only when the call takes it. In order:
-// the prelude; the lone decision of one limit (lua/lone.lua), one block
-// per algorithm with its files only; every algorithm's files; the lone
-// entry of another kind (lua/lone_other.lua), with the files of its kind;
-// then, for batches, loaders that the first entry needing them calls:
-// every single_<algorithm>.lua (load_one, a decision alone on its key),
-// the files of several limits (load_several), of resets and refunds
-// (load_more) and of leases (load_lease); and batch.lua.
+//   - the prelude;
+//   - the lone decision of one limit (lua/lone.lua), one block per
+//     algorithm with its files only;
+//   - every algorithm's files;
+//   - the lone entry of another kind (lua/lone_other.lua), with the files
+//     of its kind;
+//   - for batches, loaders that the first entry needing them calls: every
+//     single_<algorithm>.lua (load_one, a decision alone on its key), the
+//     files of several limits (load_several), of resets and refunds
+//     (load_more) and of leases (load_lease);
+//   - batch.lua.
+//
 // batchCrossSlotSource is the same with Redis 7's allow-cross-slot-keys
 // flag, for the batch of a Cluster node, whose keys span several slots.
 var (

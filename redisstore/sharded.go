@@ -17,15 +17,15 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// ErrRefund wraps the error of a refund that failed for good, as the
-// handler set with [WithRefundErrorHandler] receives it and as
-// [Store.Refund] returns it: the error says whether the refund may still
-// have been applied, or certainly was not.
+// ErrRefund wraps the error of a refund that failed for good. The handler
+// set with [WithRefundErrorHandler] receives it, and [Store.Refund]
+// returns it. The error says whether the refund may still have been
+// applied, or certainly was not.
 var ErrRefund = errors.New("redisstore: refund failed")
 
-// A group's refund is made up to refundAttempts times, about refundBackoff,
-// 4 and 16 times that apart (with up to as much again of jitter), all
-// within refundTimeout of the denial.
+// A group's refund is made up to refundAttempts times, all within
+// refundTimeout of the denial. The attempts are about refundBackoff, 4 and
+// 16 times that apart, with up to as much again of jitter.
 const (
 	refundTimeout  = time.Second
 	refundAttempts = 4
@@ -33,12 +33,12 @@ const (
 )
 
 // WithRefundErrorHandler sets the function told of every refund that failed
-// for good (see [Store.AllowAll]): it gets the requests whose cost was kept
-// and an error wrapping [ErrRefund] that says whether the refund may still
-// have been applied. It is called from a goroutine of the Store, possibly
-// after AllowAll returned, with the caller's context values but no deadline,
-// and must be safe for concurrent use. By default the failure is logged at
-// warning level with [slog.Default].
+// for good (see [Store.AllowAll]). It gets the requests whose cost was
+// kept. It gets an error wrapping [ErrRefund] that says whether the refund
+// may still have been applied. It is called from a goroutine of the Store,
+// possibly after AllowAll returned. Its context has the caller's values
+// but no deadline. It must be safe for concurrent use. By default the
+// failure is logged at warning level with [slog.Default].
 func WithRefundErrorHandler(h func(ctx context.Context, reqs []redlimit.Request, err error)) Option {
 	return func(s *Store) error {
 		if h == nil {
@@ -67,16 +67,16 @@ type group struct {
 
 // allowSharded decides reqs in the groups idxs, each atomically by one
 // script call, all at once. If a group denied, the decision is a denial
-// with a nil error, whatever the other groups did; if none denied and one
+// with a nil error, whatever the other groups did. If none denied and one
 // failed, its error is returned. Either way what the groups that allowed
-// consumed is refunded, each group as soon as that is known (see
-// refundGroup).
+// consumed is refunded. Each group is refunded as soon as that is known
+// (see refundGroup).
 //
-// Once a group has denied, the answer is known: the other groups, then the
-// refunds, are waited for only until halfway from then to ctx's deadline,
-// so that the denial reaches a caller with a deadline before it even when a
-// node hangs. Whatever still runs then carries on in the background: a
-// group that allows later is refunded there.
+// Once a group has denied, the answer is known. The other groups, then
+// the refunds, are waited for only until halfway from then to ctx's
+// deadline. So the denial reaches a caller with a deadline before it, even
+// when a node hangs. Whatever still runs then carries on in the
+// background. A group that allows later is refunded there.
 func (s *Store) allowSharded(ctx context.Context, reqs []redlimit.Request, idxs [][]int) (redlimit.Decision, error) {
 	return s.allowShardedAt(ctx, reqs, idxs, nil)
 }
@@ -220,11 +220,11 @@ func (s *Store) refundGroup(ctx context.Context, g *group) error {
 }
 
 // retryRefund makes refund, one script call that gives back. A refund that
-// certainly did not run (see notApplied) is made again, up to
-// refundAttempts times in all, with backoff, while ctx lasts; one that may
-// have run is not, since running it twice would give back more than was
-// taken: a refund never turns into an admission. The error wraps
-// ErrRefund and says which of the two it was.
+// certainly did not run (see notApplied) is made again, with backoff,
+// while ctx lasts: up to refundAttempts times in all. One that may have run
+// is not. Running it twice would give back more than was taken, and a
+// refund never turns into an admission. The error wraps ErrRefund and says
+// which of the two it was.
 func retryRefund(ctx context.Context, refund func() error) error {
 	wait := refundBackoff
 	for attempt := 1; ; attempt++ {
@@ -252,10 +252,10 @@ func retryRefund(ctx context.Context, refund func() error) error {
 // without running it (the first word of the reply).
 var notRunReplies = []string{"BUSY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "READONLY", "MOVED", "ASK", "NOSCRIPT", "NOREPLICAS"}
 
-// notApplied reports whether err shows that a script call did not run, so
-// that making it again cannot apply it twice: Redis refused it (see
-// notRunReplies), or no connection to the node could be made. A timeout or a
-// connection lost after the call was sent leaves it unknown: false.
+// notApplied reports whether err shows that a script call did not run. So
+// making it again cannot apply it twice. Redis refused it (see
+// notRunReplies), or no connection to the node could be made. A timeout or
+// a connection lost after the call was sent leaves it unknown: false.
 func notApplied(err error) bool {
 	var reply string
 	var rerr *rueidis.RedisError

@@ -19,12 +19,13 @@ import (
 // DefaultPrefix starts every key the store writes, unless [WithPrefix] says otherwise.
 const DefaultPrefix = "redlimit:"
 
-// Store is a [redlimit.Limiter] on Redis: every decision is one run of one
+// Store is a [redlimit.Limiter] on Redis. Every decision is one run of one
 // Lua script, so concurrent callers on any number of servers never
-// interleave. It is safe for concurrent use. The caller owns the client and
-// closes it, after [Store.Close], which waits for the refunds still running
-// on Cluster (see [Store.AllowAll]) and ends the few goroutines the Store
-// keeps to send batches (see [WithBatching]); it holds no other resources.
+// interleave. It is safe for concurrent use. The caller owns the client
+// and closes it, after [Store.Close]. Close waits for the refunds still
+// running on Cluster (see [Store.AllowAll]). It ends the few goroutines
+// the Store keeps to send batches (see [WithBatching]). The Store holds no
+// other resources.
 type Store struct {
 	b             backend
 	prefix        string
@@ -78,10 +79,11 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithTTLMargin lengthens every key's TTL by d (default 0). TTLs only bound
-// how long idle state costs memory: expired state is recognised from the
-// stored times, whatever the TTL. Give a margin as large as the clock skew
-// between the servers when they pass their own time with [WithClock], so a
-// key is not dropped while a server whose clock is behind still needs it.
+// how long idle state costs memory. Expired state is recognised from the
+// stored times, whatever the TTL. Servers may pass their own time with
+// [WithClock]. Then give a margin as large as the clock skew between them.
+// So a key is not dropped while a server whose clock is behind still
+// needs it.
 func WithTTLMargin(d time.Duration) Option {
 	return func(s *Store) error {
 		if d < 0 || d > redlimit.MaxPeriod {
@@ -106,11 +108,11 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // *redis.ClusterClient or a *redis.Ring.
 //
 // go-redis sends a command again when its connection broke after it was
-// written (MaxRetries on a *redis.Client, 3 by default; MaxRedirects on a
-// *redis.ClusterClient): a script that ran may then run twice. A decision
-// counts twice (on the strict side); a refund after a denial on Cluster
+// written: MaxRetries on a *redis.Client, MaxRedirects on a
+// *redis.ClusterClient. A script that ran may then run twice. A decision
+// counts twice, on the strict side. A refund after a denial on Cluster
 // (see [Store.AllowAll]) gives back twice. MaxRetries: -1 on a
-// *redis.Client avoids it; the rueidis client ([New]) never resends a
+// *redis.Client avoids it. The rueidis client ([New]) never resends a
 // script that may have run.
 func NewGoRedis(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
@@ -192,28 +194,30 @@ func (s *Store) decidePending(p *pending) outcome {
 // script call.
 //
 // On Cluster with several identifiers, the requests are grouped by
-// identifier and the groups decided concurrently, each atomically. If a
-// group denies, the request is denied, with a nil error, whatever the other
-// groups did: the limits of a group whose call failed (or had not answered
-// when AllowAll returned, see below) are [redlimit.Undecided]. If no group
-// denies and one fails, its error is returned. Unless every group allowed,
-// what the groups that allowed consumed is refunded: a refund that Redis
-// refused or that could not reach its node is made again (up to 4 attempts
-// within 1 s, with backoff); one whose outcome is unknown (a timeout, a
-// connection lost after it was sent) is not, as it may have been applied.
-// A refund that failed for good goes to the handler set with
-// [WithRefundErrorHandler]; the limits it was for keep the cost until their
-// windows pass, on the strict side. So does a group whose call failed after
-// its script ran: its error cannot tell whether it ran.
+// identifier. The groups are decided concurrently, each atomically. If a
+// group denies, the request is denied, with a nil error, whatever the
+// other groups did. The limits of a group whose call failed are
+// [redlimit.Undecided]. So are those of a group that had not answered when
+// AllowAll returned (see below). If no group denies and one fails, its
+// error is returned. Unless every group allowed, what the groups that
+// allowed consumed is refunded. A refund that Redis refused, or that could
+// not reach its node, is made again a few times, with backoff. One whose
+// outcome is unknown is not: it may have been applied. That is a timeout,
+// or a connection lost after it was sent. A refund that failed for good
+// goes to the handler set with [WithRefundErrorHandler]. The limits it was
+// for keep the cost until their windows pass, on the strict side. So does
+// a group whose call failed after its script ran: its error cannot tell
+// whether it ran.
 //
-// No limit ever admits above its count this way, but between the
-// consumption and the refund (one round trip) another request may see the
-// refunded cost as used and be denied: the error is on the strict side.
+// No limit ever admits above its count this way. But another request may
+// come between the consumption and the refund, one round trip. It may see
+// the refunded cost as used and be denied: the error is on the strict
+// side.
 //
 // Once a group has denied, AllowAll waits for the other groups and the
-// refunds only until halfway from then to ctx's deadline, so that a caller
-// with a deadline gets the denial before it even when a node hangs; what
-// still runs then carries on in the background, within 1 s, and [Store.Close]
+// refunds only until halfway from then to ctx's deadline. So a caller with
+// a deadline gets the denial before it, even when a node hangs. What still
+// runs then carries on in the background for a bounded time. [Store.Close]
 // waits for it. Without a deadline, AllowAll returns when everything has
 // answered.
 func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
@@ -292,8 +296,8 @@ func (s *Store) keys(reqs []redlimit.Request) []string {
 	return keys
 }
 
-// call runs w, which holds one entry (a call never batched), and returns
-// the reply, at the entry's values; the error is the call's, or the
+// call runs w, which holds one entry (a call never batched). It returns
+// the reply, at the entry's values. The error is the call's, or the
 // entry's own (ErrKeyState), named op.
 func (s *Store) call(ctx context.Context, op string, w *wire) (*reply, error) {
 	keys, args := w.args(s.scriptTime(), s.margin, false)

@@ -13,8 +13,8 @@ import (
 //
 // ARGV, in order:
 //   - the entries, three bytes each: kind, x, m. For kindAllow and
-//     kindPeek, x is the number (from 1) of the entry's limit and m how
-//     many identical decisions on one key it holds; for the other kinds,
+//     kindPeek, x is the number (from 1) of the entry's limit. m is how
+//     many identical decisions on one key it holds. For the other kinds,
 //     x is the number of limits and m is 1;
 //   - the time in µs, or "" for the server's clock;
 //   - the µs added to every TTL;
@@ -30,9 +30,11 @@ import (
 // KEYS, each entry's in order: one for a one-limit entry, one per limit
 // for the others, and a once's marker after its limit's.
 //
-// The reply: the time the script decided at, then each entry's values
-// (see reply), then, per entry that failed on its key, its number and the
-// kind of failure, then how many failed.
+// The reply, in order:
+//   - the time the script decided at;
+//   - each entry's values (see reply);
+//   - per entry that failed on its key, its number and the kind of failure;
+//   - how many failed.
 
 // entryKind is what an entry asks the batch script.
 type entryKind byte
@@ -53,9 +55,10 @@ const (
 	kindRelease  entryKind = 'x' // Release
 )
 
-// limitValues is how many values each limit of an entry of several
-// limits has: algorithm, window µs, count, burst, emission interval µs,
-// cost, and 1 for a debit or 0 for an admission (a refund's: its mark).
+// limitValues is how many values each limit of an entry of several limits
+// has. They are algorithm, window µs, count, burst, emission interval µs
+// and cost. Last comes 1 for a debit or 0 for an admission; a refund's is
+// its mark.
 const limitValues = 7
 
 // wireLimit is a limit of the one-limit entries, sent once per batch: the
@@ -113,8 +116,8 @@ func (w *wire) several(kind entryKind, keys []string, reqs []redlimit.Request) {
 }
 
 // refund adds an entry of kind (kindRefund or kindGiveBack) giving back
-// reqs on keys, decided at at (µs), each with its mark; a give-back has
-// recsPer records per request (see receipt).
+// reqs on keys, decided at at (µs). Each request has its mark. A give-back
+// has recsPer records per request (see receipt).
 func (w *wire) refund(kind entryKind, at int64, keys []string, reqs []redlimit.Request, marks, recs []int64) {
 	w.ents = append(w.ents, byte(kind), byte(len(reqs)), 1)
 	w.keys = append(w.keys, keys...)
@@ -192,9 +195,9 @@ func (w *wire) limit(r redlimit.Request, last string) {
 // entries is how many entries w holds.
 func (w *wire) entries() int { return len(w.ents) / 3 }
 
-// args returns the call's KEYS and ARGV at the time at (ARGV's "" for the
-// server's clock) with the TTL margin margin; with inArgv, the keys go in
-// ARGV and KEYS holds the first only (a Cluster node's batch).
+// args returns the call's KEYS and ARGV at the time at, with the TTL
+// margin margin. ARGV holds "" for the server's clock. With inArgv, the
+// keys go in ARGV and KEYS holds the first only (a Cluster node's batch).
 func (w *wire) args(at, margin string, inArgv bool) (keys, args []string) {
 	n := 5 + 4*len(w.limits) + len(w.vals)
 	if inArgv {
@@ -262,11 +265,11 @@ func (r *reply) values(n int) []int64 {
 
 // decisions reads the answers of a one-limit entry of m decisions, and
 // gives each to put, in order: allowed, remaining, retry-after µs (-1 for
-// never) and reset-after µs. One decision answers two values allowed
-// (remaining, reset-after), three denied (-1 - remaining, retry-after,
-// reset-after); m > 1, segments: c, remaining, reset-after, and their
-// steps, for c allowed; -c, remaining, retry-after, reset-after for the c
-// denied that end the entry.
+// never) and reset-after µs. One decision allowed answers two values:
+// remaining, reset-after. One denied answers three: -1 - remaining,
+// retry-after, reset-after. With m > 1, it answers segments. For c
+// allowed: c, remaining, reset-after, and their steps. For the c denied
+// that end the entry: -c, remaining, retry-after, reset-after.
 func (r *reply) decisions(m int, put func(j int, allowed bool, remaining, retry, reset int64)) {
 	v := r.v
 	switch {
