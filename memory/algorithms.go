@@ -8,12 +8,12 @@ import (
 )
 
 // The arithmetic here is the specification the Redis scripts in
-// redisstore/lua follow step for step, so both stores give identical
-// answers. It is exact integer arithmetic, in microseconds: every quantity
+// redisstore/lua follow step for step. So both stores give identical
+// answers. It is exact integer arithmetic, in microseconds. Every quantity
 // stays below 2^53 for the bounds in limit.go and times up to 2^52 µs (the
-// year 2112), so a Lua number (a float64) holds it exactly too; the one
-// product that can pass 2^53, the sliding window's weighting, goes
-// through mulDiv here and an exact routine in Lua.
+// year 2112). So a Lua number (a float64) holds it exactly too. One
+// product can pass 2^53: the sliding window's weighting. It goes through
+// mulDiv here and an exact routine in Lua.
 
 // params is a validated limit in microseconds.
 type params struct {
@@ -39,8 +39,8 @@ func newParams(l redlimit.Limit) params {
 }
 
 // same reports whether p, made from a valid limit, is what newParams would
-// make of l, a limit of the same algorithm and period: then l is valid too,
-// and p decides for it without validating it or dividing again.
+// make of l, a limit of the same algorithm and period. Then l is valid
+// too. p decides for it without validating it or dividing again.
 func (p *params) same(l *redlimit.Limit) bool {
 	return l.Count == p.count && (l.Burst == p.burst || l.Algorithm != redlimit.TokenBucket) &&
 		l.Failure <= redlimit.FailClosed
@@ -49,10 +49,10 @@ func (p *params) same(l *redlimit.Limit) bool {
 // entry is the state of one (key, algorithm, period), linked to the key's
 // other entries.
 type entry struct {
-	// p is made from the limit of the last decision that validated one:
-	// its algorithm and period identify the entry; its count and burst
-	// tell whether the next request's limit is the same (then it need not
-	// be validated again), and are replaced when they change.
+	// p is made from the limit of the last decision that validated one.
+	// Its algorithm and period identify the entry. Its count and burst
+	// tell whether the next request's limit is the same; then it need not
+	// be validated again. They are replaced when they change.
 	p    params
 	next *entry
 	// id tells this entry from any other the store made, so that a
@@ -64,10 +64,10 @@ type entry struct {
 	bucket  bucketState // token_bucket
 	log     ring        // sliding_log
 	expires int64       // µs instant from which the entry holds no state
-	// retired is what windows held before its latest window was made (the
-	// Redis scripts' "p<index>" fields, lua/windows.lua), until the next
-	// new window: a refund that empties the latest window brings it back
-	// (restore), so the key is as if the request never came.
+	// retired is what windows held before its latest window was made,
+	// until the next new window. The Redis scripts keep it in "p<index>"
+	// fields (lua/windows.lua). A refund that empties the latest window
+	// brings it back (restore). So the key is as if the request never came.
 	retired windowState
 }
 
@@ -87,11 +87,11 @@ type bucketState struct {
 	rec *refundable // nil until an Admit counted a request in the bucket
 }
 
-// pending is what an allowed check writes to its entry, applied by commit:
-// when the new state expires and, for a window algorithm, its windows. A
-// token bucket's new TAT is its expiry (the bucket is full again then), and
-// a sliding log's new entry is one period before its expiry, so neither
-// needs a field: at four words, pending is returned in registers
+// pending is what an allowed check writes to its entry, applied by commit.
+// It holds when the new state expires and, for a window algorithm, its
+// windows. A token bucket's new TAT is its expiry: the bucket is full
+// again then. A sliding log's new entry is one period before its expiry.
+// So neither needs a field. Kept small, pending is returned in registers
 // (BenchmarkAllowN).
 type pending struct {
 	windows windowState // fixed_window, sliding_window
@@ -108,15 +108,15 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// check decides a request of cost n at now (µs) against e, which may be nil
-// (no state). It writes the result to r, a pointer so that the result is
-// not copied through two calls (BenchmarkAllowN), and returns, when
-// allowed, what commit must write.
+// check decides a request of cost n at now (µs) against e, which may be
+// nil (no state). It writes the result to r. r is a pointer, so the result
+// is not copied through two calls (BenchmarkAllowN). When allowed, check
+// returns what commit must write.
 //
-// A state expires at e.expires; before that, a request at an instant
-// earlier than the key's state (a clock that went back) is decided by the
-// rules in the package documentation, which never admit more than the
-// limit and which the Redis scripts follow too.
+// A state expires at e.expires. Before that, a request may come at an
+// instant earlier than the key's state: a clock that went back. It is
+// decided by the rules in the package documentation. They never admit
+// more than the limit, and the Redis scripts follow them too.
 func check(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	if e != nil && now >= e.expires {
 		e = nil
@@ -168,14 +168,15 @@ const maxPeriodMicros = int64(redlimit.MaxPeriod / time.Microsecond)
 const maxTAT = 1 << 53
 
 // charge returns what commit must write to count a debit of cost n at now
-// against e (nil: no state), and the units it counts: all of n, or what
-// fits within the saturation bound ([redlimit.MaxCost]) judged by p: a
-// window's count, or a sliding log's units of the period, at most count +
-// MaxCost. A token bucket's arrival time goes at most tau + MaxPeriod
-// ahead of now, and never back; it reports n when it moves, and 0 when it
-// is at the bound already. Nothing is to be written when it counts 0.
-// charge is for a debit that does not fit: one that fits is counted as an
-// admission is (its check's pending), and the bound is then far off.
+// against e (nil: no state). It also returns the units it counts. That is
+// all of n, or what fits within the saturation bound ([redlimit.MaxCost])
+// judged by p. A window's count, or a sliding log's units of the period,
+// go up to count + MaxCost. A token bucket's arrival time goes at most
+// tau + MaxPeriod ahead of now, and never back. It reports n when it
+// moves, and 0 when it is at the bound already. Nothing is to be written
+// when it counts 0. charge is for a debit that does not fit. One that
+// fits is counted as an admission is (its check's pending). The bound is
+// then far off.
 func charge(e *entry, p *params, now, n int64) (pending, int64) {
 	if e != nil && now >= e.expires {
 		e = nil
@@ -244,9 +245,9 @@ func (p *params) fixedEnd(index int64) int64 {
 }
 
 // slidingWindows returns the window a request at now is counted in, its
-// count and the count of the window before it: the key's latest window,
-// the window of now or a later one if the clock went back, entered at its
-// start.
+// count and the count of the window before it. That window is the key's
+// latest: the window of now, or a later one if the clock went back. The
+// request is entered at its start.
 func slidingWindows(e *entry, p *params, now int64) (w, cur, prev int64) {
 	w = floorDiv(now, p.window)
 	if e != nil {
@@ -317,11 +318,12 @@ func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending
 	start := w * W
 	elapsed := max(now, start) - start
 	L := p.count
-	// The estimate of the last period is cur plus prev weighted by the part
-	// of the previous window the period still covers, rounded up to a
-	// whole request: a request fits while cur + weighted + n <= L, which
-	// is the same as L - (prev*(W-elapsed)/W + cur) >= n in exact
-	// arithmetic. prev*(W-elapsed) can pass 2^63; mulDiv is exact.
+	// The estimate of the last period is cur plus prev weighted. The
+	// weight is the part of the previous window the period still covers.
+	// It is rounded up to a whole request. A request fits while
+	// cur + weighted + n <= L. In exact arithmetic, that is
+	// L - (prev*(W-elapsed)/W + cur) >= n. prev*(W-elapsed) can pass 2^63;
+	// mulDiv is exact.
 	weighted, rest := mulDiv(prev, W-elapsed, W)
 	if rest > 0 {
 		weighted++
@@ -368,11 +370,11 @@ func mulDiv(a, b, c int64) (q, rest int64) {
 
 func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	// d is how far the theoretical arrival time is ahead of now (0 for a
-	// full bucket): at most a tolerance (2^52 µs), or, after the clock went
-	// back (the TAT never does), up to 2^53 µs less now. Everything below
-	// is relative to now, and no sum passes 2^53, which a Lua number no
-	// longer holds exactly: not tat + n*ei, nor d + n*ei before it is known
-	// to be within tau.
+	// full bucket). It is at most a tolerance (2^52 µs). After the clock
+	// went back, it is up to 2^53 µs less now; the TAT never goes back.
+	// Everything below is relative to now. No sum passes 2^53, which a Lua
+	// number no longer holds exactly. Neither tat + n*ei does, nor
+	// d + n*ei before it is known to be within tau.
 	var d int64
 	if e != nil && e.bucket.tat > now {
 		d = e.bucket.tat - now

@@ -16,9 +16,9 @@ const (
 	sampleRounds = 8
 )
 
-// idle reports whether e holds no information at now: a Peek of cost 1
-// would answer exactly as if e were absent (its window has passed, its log
-// aged out, its bucket refilled). Only an idle state may be evicted or
+// idle reports whether e holds no information at now. A Peek of cost 1
+// would answer exactly as if e were absent: its window has passed, its log
+// aged out, its bucket refilled. Only an idle state may be evicted or
 // swept: forgetting it changes no answer.
 func idle(e *entry, now int64) bool {
 	if now >= e.expires {
@@ -71,9 +71,9 @@ func (s *Store) reserveWithin(need room, states, bytes int64) bool {
 
 // debitBound returns how far debits may take the store beyond bound: an
 // eighth more, at least one. A debit records work done, so a full store
-// still counts it: a check that had room may be followed by its debit
-// after other keys took the room. The margin stays bounded, so that debits
-// of new keys never grow the store without end.
+// still counts it. A check that had room may be followed by its debit
+// after other keys took the room. The margin stays bounded. So debits of
+// new keys never grow the store without end.
 func debitBound(bound int64) int64 { return bound + max(1, bound/8) }
 
 func take(c *atomic.Int64, n, bound int64) bool {
@@ -187,11 +187,11 @@ func (s *Store) Sweep() {
 	})
 }
 
-// sampler holds the slots that hold states in arrays, so that eviction can
-// pick slots at random in bounded time: a sync.Map's Range always starts
-// at the same place, and there idle states would be found only among the
-// same few keys. It is sharded so that new keys made at once on several
-// cores rarely wait for each other.
+// sampler holds the slots that hold states in arrays. So eviction can pick
+// slots at random in bounded time. A sync.Map's Range always starts at the
+// same place. There idle states would be found only among the same few
+// keys. The sampler is sharded, so new keys made at once on several cores
+// rarely wait for each other.
 type sampler struct {
 	shards [sampleShards]sampleShard
 }
@@ -228,11 +228,11 @@ func (sm *sampler) remove(sl *slot) {
 }
 
 // pick fills out with slots drawn at random, each from a shard drawn at
-// random (the next non-empty one if it is empty), and returns how many it
-// drew: 0 if the store holds no state. (Eviction drains the shards it
-// samples: drawing a round's slots from one shard would keep sampling
-// shards whose idle states are gone.) The slots may be removed from the
-// store as soon as pick returns.
+// random. If that shard is empty, it takes the next non-empty one. It
+// returns how many it drew: 0 if the store holds no state. Eviction
+// drains the shards it samples. Drawing a round's slots from one shard
+// would keep sampling shards whose idle states are gone. The slots may be
+// removed from the store as soon as pick returns.
 func (sm *sampler) pick(out []*slot) int {
 	for j := range out {
 		first := rand.IntN(sampleShards)

@@ -18,11 +18,10 @@ const (
 	// DefaultMaxKeys is the default bound on states, about a million.
 	DefaultMaxKeys = 1 << 20
 	// DefaultMaxBytes is the default bound on the states' estimated memory,
-	// 1 GiB. A million states of 100-byte keys take about 410 MB, so
-	// DefaultMaxKeys binds first for ordinary keys, and for sliding logs of
-	// up to about 80 timestamps each; this bound binds when keys are long
-	// or logs large (a million 64 KiB keys would take 68 GB). The process's
-	// heap may reach about twice what the store holds (Go's GOGC=100).
+	// 1 GiB. DefaultMaxKeys binds first for ordinary keys and small
+	// sliding logs. This bound binds when keys are long or logs large.
+	// docs/BENCHMARKS.md gives the sizes. The process's heap may reach
+	// about twice what the store holds (Go's GOGC=100).
 	DefaultMaxBytes = 1 << 30
 	// DefaultSweepInterval is how often the sweeper removes idle states.
 	DefaultSweepInterval = time.Minute
@@ -58,8 +57,8 @@ var _ redlimit.Limiter = (*Store)(nil)
 
 // slot holds one key's states: a short chain of entries, one per
 // (algorithm, period) the key is limited by. A slot is in the store's map
-// and its sampler while it holds an entry; a slot made for a decision that
-// made no entry is removed when it is unlocked.
+// and its sampler while it holds an entry. A slot made for a decision
+// that made no entry is removed when it is unlocked.
 type slot struct {
 	mu    sync.Mutex
 	head  *entry
@@ -112,16 +111,17 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithMaxKeys bounds how many (key, limit) states the store holds (default
-// [DefaultMaxKeys]); only debits take it beyond, by an eighth at most. A
+// [DefaultMaxKeys]). Only debits take it beyond, by an eighth at most. A
 // decision that would make a state beyond the bound first evicts idle
-// states (those that no longer hold anything, see the package
-// documentation) from a random sample of keys; if that finds no room, the
-// request (or Peek) is denied, with a RetryAfter of when a sampled state
-// becomes idle, and counted in [Stats].Refused. A debit is counted all the
-// same, up to an eighth beyond the bound (at least one state); past that
-// its decision fails with [ErrFull]. A state that holds consumption is
-// never evicted: a full store denies new keys rather than forget what a
-// key has consumed. Keys that have their state are decided as usual.
+// states from a random sample of keys. Idle states no longer hold
+// anything (see the package documentation). If that finds no room, the
+// request (or Peek) is denied. Its RetryAfter is when a sampled state
+// becomes idle, and it is counted in [Stats].Refused. A debit is counted
+// all the same, up to an eighth beyond the bound (at least one state).
+// Past that its decision fails with [ErrFull]. A state that holds
+// consumption is never evicted. A full store denies new keys rather than
+// forget what a key has consumed. Keys that have their state are decided
+// as usual.
 func WithMaxKeys(n int) Option {
 	return func(s *Store) error {
 		if n < 1 {
@@ -133,14 +133,14 @@ func WithMaxKeys(n int) Option {
 }
 
 // WithMaxBytes bounds the estimated memory of the store's states (default
-// [DefaultMaxBytes]): their keys, about 180 bytes a key and 192 a state
-// besides, the buffers of sliding logs, 16 bytes a timestamp, and the
-// refund records of token buckets that [Store.Admit] counted in. A
-// decision that would go beyond it (a new state, or a sliding log whose
-// buffer must grow) evicts and, failing that, is denied as under
-// [WithMaxKeys]; debits may go an eighth beyond. The process's heap may
-// be about twice the bound: the garbage collector lets garbage reach the
-// live heap's size by default.
+// [DefaultMaxBytes]). The estimate counts the keys, a share per key and
+// per state, the buffers of sliding logs, and the refund records of token
+// buckets that [Store.Admit] counted in (see size.go). A decision may go
+// beyond it: a new state, or a sliding log whose buffer must grow. It
+// then evicts and, failing that, is denied as under [WithMaxKeys]. Debits
+// may go an eighth beyond. The process's heap may be about twice the
+// bound. The garbage collector lets garbage reach the live heap's size by
+// default.
 func WithMaxBytes(n int64) Option {
 	return func(s *Store) error {
 		if n < 1 {
@@ -152,8 +152,8 @@ func WithMaxBytes(n int64) Option {
 }
 
 // WithSweepInterval sets how often a background goroutine removes idle
-// states (default [DefaultSweepInterval]); 0 or less turns the sweeper off,
-// and idle states are then only removed when eviction samples them.
+// states (default [DefaultSweepInterval]). 0 or less turns the sweeper
+// off. Idle states are then only removed when eviction samples them.
 func WithSweepInterval(d time.Duration) Option {
 	return func(s *Store) error {
 		s.sweep = d
@@ -279,10 +279,10 @@ func (s *Store) AllowN(ctx context.Context, key string, limit redlimit.Limit, n 
 }
 
 func (s *Store) allowN(ctx context.Context, key string, limit *redlimit.Limit, n int64, res *redlimit.Result) error {
-	// The common case: a key with a state for this algorithm and period,
-	// whose parameters were made from this count and burst, so the limit
-	// is valid, and whose size a commit cannot change. Anything else,
-	// errors included, takes the full path.
+	// The common case: a key with a state for this algorithm and period.
+	// Its parameters were made from this count and burst, so the limit is
+	// valid. A commit cannot change its size. Anything else, errors
+	// included, takes the full path.
 	if key != "" && n >= 1 && n <= redlimit.MaxCost && !s.closed.Load() && ctx.Err() == nil {
 		if v, ok := s.keys.Load(key); ok {
 			sl := v.(*slot)
@@ -381,11 +381,11 @@ func (s *Store) Peek(ctx context.Context, key string, limit redlimit.Limit, n in
 	}
 }
 
-// peek checks a request of cost n under p for key into res, and reports
-// whether it is decided: not if the store has no room for what it would
-// make, and final is false; the caller then evicts and asks again with
-// final set, and a store still full refuses it. It returns the room the
-// request needs and the time it was checked at.
+// peek checks a request of cost n under p for key into res. It reports
+// whether it is decided. It is not when the store has no room for what it
+// would make and final is false. The caller then evicts and asks again
+// with final set. A store still full refuses it. peek returns the room
+// the request needs and the time it was checked at.
 func (s *Store) peek(key string, p *params, n int64, res *redlimit.Result, final bool, soonest int64) (room, int64, bool) {
 	var e *entry
 	var need room
@@ -433,11 +433,11 @@ func (s *Store) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 	return nil
 }
 
-// AllowAll implements [redlimit.Limiter]: it locks the keys of every request
-// (in key order), checks every limit, and commits the admissions only if
-// all allow, so the decision is atomic. Debits are committed either way,
-// beyond the store's bounds if need be; it returns [ErrFull], counting
-// nothing, if even that leaves no room for them.
+// AllowAll implements [redlimit.Limiter]. It locks the keys of every
+// request, in key order, and checks every limit. It commits the admissions
+// only if all allow, so the decision is atomic. Debits are committed
+// either way, beyond the store's bounds if need be. It returns [ErrFull],
+// counting nothing, if even that leaves no room for them.
 func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
 	return s.allowAll(ctx, reqs, nil)
 }
@@ -510,13 +510,14 @@ func (a *all) entry(i int) *entry {
 	return a.slots[r.Key].find(r.Limit.Algorithm, r.Limit.Period, r.Limit.Calendar)
 }
 
-// decideAll decides a.reqs with the keys' slots locked, and reports whether
-// it did; not if the store has no room for what the decision would make,
-// and final is false: the caller then evicts, with no lock held, and asks
-// again with final set, and a store still full refuses the admissions that
-// need room. soonest is what that eviction returned. It returns the room
-// the decision needs and the time it was made at, and ErrFull, with
-// nothing counted, if even debitBound leaves no room for its debits.
+// decideAll decides a.reqs with the keys' slots locked, and reports
+// whether it did. It does not when the store has no room for what the
+// decision would make and final is false. The caller then evicts, with no
+// lock held, and asks again with final set. A store still full refuses
+// the admissions that need room. soonest is what that eviction returned.
+// decideAll returns the room the decision needs and the time it was made
+// at. It returns ErrFull, with nothing counted, if even debitBound leaves
+// no room for its debits.
 func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool, error) {
 	now := s.micros()
 	a.d.Allowed = true
@@ -617,7 +618,7 @@ func (a *all) room(now int64) room {
 }
 
 // put commits a check, or a debit's charge, to e in sl, or to a new entry
-// if e is nil, and returns how many bytes that added to the store. A
+// if e is nil. It returns how many bytes that added to the store. A
 // debit's commit may merge a sliding log's entries (ring.merge).
 func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w pending, debit bool) int64 {
 	var grown int64

@@ -10,8 +10,8 @@ import (
 
 var _ redlimit.Queuer = (*Store)(nil)
 
-// checkQueue is checkGCRA for a request that may wait up to wait µs: one
-// that does not conform now takes the first instant it does, and its TAT
+// checkQueue is checkGCRA for a request that may wait up to wait µs. One
+// that does not conform now takes the first instant it does. Its TAT
 // moves on beyond the tolerance. It returns the wait too (lua/queue.lua).
 func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pending, int64) {
 	w := check(e, p, now, n, r)

@@ -10,13 +10,14 @@ import (
 
 var _ redlimit.Refunder = (*Store)(nil)
 
-// wrote is what an admission of an allowed decision wrote: the id of the
-// entry it was counted in (0: none), and its mark, the expiry the commit
-// gave the entry (the end of the window it was counted in, or of the next
-// one for a sliding window; a sliding log's entry time plus the period; a
-// token bucket's new TAT). For a token bucket, given and epoch are its
-// refundable record's then. It holds no pointer into the store: a Grant
-// held past its entry's eviction keeps none of the store's memory.
+// wrote is what an admission of an allowed decision wrote. id is the
+// entry it was counted in (0: none). mark is the expiry the commit gave
+// the entry. That is the end of the window it was counted in, or of the
+// next one for a sliding window. For a sliding log it is the entry time
+// plus the period. For a token bucket it is the new TAT. For a token
+// bucket, given and epoch are its refundable record's then. wrote holds
+// no pointer into the store. So a Grant held past its entry's eviction
+// keeps none of the store's memory.
 type wrote struct {
 	id           uint64
 	mark         int64
@@ -24,9 +25,9 @@ type wrote struct {
 }
 
 // record returns what Refund needs of a request an Admit counted in e at
-// now, whose commit gave e the expiry mark, and the bytes it added to e. A
-// token bucket's admission gives the bucket a refundable record if it has
-// none (the room for it was reserved: sizeAfter).
+// now. Its commit gave e the expiry mark. record also returns the bytes it
+// added to e. A token bucket's admission gives the bucket a refundable
+// record if it has none. The room for it was reserved (sizeAfter).
 func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
 	w := wrote{id: e.id, mark: mark}
 	var made int64
@@ -40,14 +41,14 @@ func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
 	return w, made
 }
 
-// refundable is what a token bucket's refunds need, kept from the first
-// Admit that counted a request in it (redisstore keeps the same in the
-// bucket's key, lua/refund.lua):
+// refundable is what a token bucket's refunds need. It is kept from the
+// first Admit that counted a request in it. redisstore keeps the same in
+// the bucket's key (lua/refund.lua). It holds:
 //   - given: the µs that refunds gave back since the epoch began;
 //   - last: the latest instant an admission or debit was counted at since
 //     the record was made;
 //   - epoch: changes when a debit reached the debt bound, or given grew
-//     past maxGiven; a refund of a request counted in another epoch gives
+//     past maxGiven. A refund of a request counted in another epoch gives
 //     nothing back.
 //
 // A refund of k units of a request R of emission interval ei, whose
@@ -56,23 +57,24 @@ func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
 //	b = min(k*ei, mark - (given - g0) - last, y - now)
 //
 // (nothing when b <= 0). The exact account is the TAT of a replay of the
-// same admissions and debits with R costing k*ei µs less (every earlier
-// refund applied the same way). In the replay, lowering R's cost by b
-// lowers the TAT by exactly b while every admission or debit after R still
-// finds the replay's TAT at least b after its own instant (an admission at
-// t maps the TAT T to max(T, t) + cost: a shift passes whole while T - b >=
-// t, and shrinks, down to none at an idle bucket, below). Right after R
-// the replay's TAT is at least mark less what refunds of earlier requests
-// gave back since (each lowers it by what it gave), at most given - g0;
-// admissions only raise it; so before each later admission, at t <= last,
-// it is at least mark - (given - g0) - last ahead of t: b is a shift that
-// passes whole, and the bucket is left exactly where the replay with R
-// costing b less is, never below the exact account. b = k*ei (the exact
-// account itself) whenever nothing came between, only refunds did, or the
-// admissions between came while the bucket stayed more than the refund and
-// the refunds since ahead of them. A debit that did not fit moves the TAT
-// as an admission does, except at the debt bound, where the TAT no longer
-// depends on R's cost: that starts a new epoch.
+// same admissions and debits with R costing k*ei µs less. Every earlier
+// refund is applied the same way. In the replay, lowering R's cost by b
+// lowers the TAT by exactly b. That holds while every admission or debit
+// after R still finds the replay's TAT at least b after its own instant.
+// An admission at t maps the TAT T to max(T, t) + cost. So a shift passes
+// whole while T - b >= t. Below that it shrinks, down to none at an idle
+// bucket. Right after R, the replay's TAT is at least mark less what
+// refunds of earlier requests gave back since. Each lowers it by what it
+// gave, at most given - g0 in all. Admissions only raise it. So before
+// each later admission, at t <= last, it is at least
+// mark - (given - g0) - last ahead of t. Thus b is a shift that passes
+// whole. The bucket is left exactly where the replay with R costing b
+// less is, never below the exact account. b = k*ei, the exact account
+// itself, in three cases: nothing came between; only refunds did; or the
+// admissions between came while the bucket stayed ahead of them by more
+// than the refund and the refunds since. A debit that did not fit moves
+// the TAT as an admission does, except at the debt bound. There the TAT
+// no longer depends on R's cost, so that starts a new epoch.
 type refundable struct {
 	given, last, epoch int64
 }
@@ -81,10 +83,10 @@ type refundable struct {
 // number: a refund that takes it past starts a new epoch.
 const maxGiven = 1 << 52
 
-// cutBucket starts a new epoch of e's refundable record, if it has one,
-// when a debit of n at now that does not fit reaches the debt bound
-// (charge): it then writes a TAT that a smaller cost before it would not
-// have changed, or none.
+// cutBucket starts a new epoch of e's refundable record, if it has one.
+// It does so when a debit of n at now that does not fit reaches the debt
+// bound (charge). The debit then writes a TAT that a smaller cost before
+// it would not have changed, or none.
 func cutBucket(e *entry, p *params, now, n int64) {
 	if p.alg != redlimit.TokenBucket || e == nil || e.bucket.rec == nil {
 		return
@@ -111,22 +113,22 @@ func (s *Store) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit.G
 }
 
 // Refund implements [redlimit.Refunder]. An admission is given back only
-// from the entry it was counted in, found by its id, so a Reset (which
-// drops the entry) or an eviction (which drops only idle entries) since the
-// decision leaves nothing to give back. From that entry:
+// from the entry it was counted in, found by its id. A Reset drops the
+// entry; an eviction drops only idle entries. Either since the decision
+// leaves nothing to give back. From that entry:
 //   - fixed and sliding window: back[i] out of the count of the window the
-//     request was counted in, if the key still counts that window (or
-//     keeps it retired, see entry.retired) and it holds that much; a
-//     latest window it empties is deleted, and the windows its making
-//     retired come back (restore), as the Redis store does, so the key is
-//     as if the request never came, for a clock that goes back too;
-//   - sliding log: back[i] out of the log entry at the request's time, if
-//     it holds that much and at most 64 entries follow it, as on Redis
-//     (the later entries' counts stay); an entry emptied is removed;
-//   - token bucket: the TAT lowered as refundable says: exactly back[i]
-//     when nothing came in between, or only other refunds, or admissions
-//     that found the bucket more than that ahead; less, down to nothing,
-//     otherwise, never below the exact account.
+//     request was counted in. The key must still count that window, or
+//     keep it retired (see entry.retired), and it must hold that much. A
+//     latest window it empties is deleted. The windows its making retired
+//     come back (restore), as the Redis store does. So the key is as if
+//     the request never came, for a clock that goes back too;
+//   - sliding log: back[i] out of the log entry at the request's time. It
+//     must hold that much, and at most 64 entries may follow it, as on
+//     Redis. The later entries' counts stay. An entry emptied is removed;
+//   - token bucket: the TAT lowered as refundable says. It is exactly
+//     back[i] when nothing came in between, or only other refunds, or
+//     admissions that found the bucket more than that ahead. Otherwise it
+//     is less, down to nothing, never below the exact account.
 func (s *Store) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
 	if err := redlimit.ValidateRefund(g, back); err != nil {
 		return fmt.Errorf("memory: refund: %w", err)
@@ -223,8 +225,9 @@ func giveBack(e *entry, now, k int64, w wrote, l redlimit.Limit) {
 }
 
 // logRefundMost is the most entries after a refunded one that a sliding
-// log's refund rewrites: beyond, it gives nothing back, as the Redis store
-// (LOG_REFUND in lua/refund.lua), so that a refund's work stays bounded.
+// log's refund rewrites. Beyond, it gives nothing back, as the Redis
+// store does (LOG_REFUND in lua/refund.lua). So a refund's work stays
+// bounded.
 const logRefundMost = 64
 
 // take removes k units from the entry at time t, if it holds that many and
@@ -249,15 +252,15 @@ func (r *ring) take(t, k int64) {
 	r.n--
 }
 
-// restore is a refund's, after it emptied e's latest window: as the Redis
-// scripts do (windows_refund, lua/refund.lua), the window is deleted and
-// the windows its making retired come back, so the key is as if the
-// request never came. The live windows left are then, with their counts
-// (none holds 0): for a sliding window, the one before the emptied window
-// (its count is prev), and the retired ones: the latest before it (for a
-// sliding window, unless that is the one before the emptied window, which
-// stayed live) and the one before that. The latest of them becomes the
-// key's latest window; none, and e holds no state.
+// restore runs after a refund emptied e's latest window. As the Redis
+// scripts do (windows_refund, lua/refund.lua), the window is deleted. The
+// windows its making retired come back. So the key is as if the request
+// never came. The live windows left then hold nonzero counts. For a
+// sliding window, one is the window before the emptied one (its count is
+// prev). The others are the retired ones: the latest before it, and the
+// one before that. For a sliding window, the latest retired one may be the
+// window before the emptied one, which stayed live. The latest of them
+// becomes the key's latest window. With none, e holds no state.
 func (e *entry) restore(W int64) {
 	ws, r := e.windows, e.retired
 	e.retired = windowState{}

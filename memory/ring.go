@@ -2,17 +2,17 @@ package memory
 
 import "sort"
 
-// ring is a sliding log: one entry per instant at which requests were
-// admitted, whatever their cost, in order of time, in a circular buffer
-// that grows by doubling and is reused, so a busy key allocates nothing
-// once its buffer has grown.
+// ring is a sliding log: one entry per instant that admitted requests,
+// whatever their cost, in order of time. It is a circular buffer that
+// grows by doubling and is reused. So a busy key allocates nothing once
+// its buffer has grown.
 //
 // Each entry holds its time and the units admitted before it on the key
-// (cum, counted from any origin and wrapping at 2^64), and total counts
-// the units through the newest entry: the units from entry i on are
-// total - cum(i), and the units of entry i are cum(i+1) - cum(i). Every
-// query is a binary search, so a request costs O(log n) whatever its cost,
-// and memory grows with the number of requests, not units.
+// (cum). cum counts from any origin and wraps at 2^64. total counts the
+// units through the newest entry. The units from entry i on are
+// total - cum(i). The units of entry i are cum(i+1) - cum(i). Every query
+// is a binary search. So a request costs O(log n) whatever its cost, and
+// memory grows with the number of requests, not units.
 type ring struct {
 	buf   []logEntry
 	head  int // index of the oldest entry
@@ -27,8 +27,8 @@ type logEntry struct {
 
 func (r *ring) at(i int) *logEntry { return &r.buf[r.pos(i)] }
 
-// pos returns the index in buf of position i (0 <= i < 2*len(buf) - head),
-// without the division of a modulo: at is called at every probe of a
+// pos returns the index in buf of position i (0 <= i < 2*len(buf) - head).
+// It avoids the division of a modulo: at is called at every probe of a
 // binary search.
 func (r *ring) pos(i int) int {
 	j := r.head + i
@@ -112,14 +112,15 @@ func (r *ring) grow() {
 	r.buf, r.head = buf, 0
 }
 
-// merge moves the units of the oldest entry into the next while the entries
-// after the oldest hold at least count units, at most twice: the oldest
-// entry then can never change a decision under count (while the later
-// entries live the key is denied anyway, and its units expire before
-// theirs), so only one entry per debit need be kept beyond the count's
-// worth. Every entry must be live. With a fixed count a log so merged after
-// every debit holds at most count entries (each holds a unit at least);
-// after the count shrank, each debit merges one more entry than it adds.
+// merge moves the units of the oldest entry into the next, at most twice.
+// It does so while the entries after the oldest hold at least count
+// units. The oldest entry then can never change a decision under count.
+// While the later entries live the key is denied anyway, and its units
+// expire before theirs. So only one entry per debit need be kept beyond
+// the count's worth. Every entry must be live. With a fixed count, a log
+// so merged after every debit holds at most count entries. Each holds a
+// unit at least. After the count shrank, each debit merges one more entry
+// than it adds.
 func (r *ring) merge(count int64) {
 	for range 2 {
 		if r.n < 2 || int64(r.total-r.at(1).cum) < count {

@@ -2,28 +2,24 @@ package memory
 
 import "github.com/redlimit/redlimit"
 
-// Estimated sizes of what a Store holds, in bytes, for WithMaxBytes: what
-// the heap grows by, measured with runtime.MemStats by TestSizeEstimate
-// (Go 1.26, amd64): a million fixed-window states of 16-byte keys grew the
-// heap by 323 bytes a key, 307 besides the key's bytes; 20,000 by 324.
-// The entry has grown since to 192 bytes (184 rounded up to the size class;
-// the window algorithms' retired windows, for refunds): 20,000 keys grow
-// the heap by 388 bytes a key.
+// Estimated sizes of what a Store holds, in bytes, for WithMaxBytes. They
+// are what the heap grows by. TestSizeEstimate measures them with
+// runtime.MemStats; docs/BENCHMARKS.md has its figures.
 const (
-	// slotBytes is a key's share besides its bytes: its slot (lock, chain,
-	// key header, place in the sampler: a 48-byte allocation), its node in
-	// the sync.Map (a 48-byte entry and a share of the trie's inner nodes)
-	// and its pointer in the sampler's array (which grows by doubling).
+	// slotBytes is a key's share besides its bytes. It covers its slot:
+	// lock, chain, key header and place in the sampler. It covers its node
+	// in the sync.Map, with a share of the trie's inner nodes. It covers
+	// its pointer in the sampler's array, which grows by doubling.
 	slotBytes = 180
 	// entryBytes is a state besides its sliding log's buffer: the entry
-	// struct, a 192-byte allocation.
+	// struct, rounded up to its size class.
 	entryBytes = 192
 	// logEntryBytes is one slot of a sliding log's buffer: the time of an
 	// instant at which requests were admitted and the units before it.
 	// (The allocator rounds a buffer up to its size class.)
 	logEntryBytes = 16
-	// recordBytes is a token bucket's refund record (refundable), a
-	// 24-byte allocation, made by the first Admit that counts in it.
+	// recordBytes is a token bucket's refund record (refundable). The
+	// first Admit that counts in the bucket makes it.
 	recordBytes = 24
 )
 
@@ -43,20 +39,20 @@ func (e *entry) size() int64 {
 }
 
 // grows reports whether committing a request of cost n under p to e may
-// change e.size(): only a sliding log's buffer grows, when it is full and
-// the request needs a new entry. It counts the entries that the commit
-// would trim too, to stay cheap: sizeAfter tells exactly.
+// change e.size(). Only a sliding log's buffer grows, when it is full and
+// the request needs a new entry. To stay cheap, it also counts the entries
+// the commit would trim. sizeAfter tells exactly.
 func (e *entry) grows(p *params, n int64) bool {
 	return p.alg == redlimit.SlidingLog && e.log.n == len(e.log.buf)
 }
 
 // sizeAfter returns at most what e.size() is after a request under p,
-// allowed at now, is committed to e, or to a new entry if e is nil, and,
-// if admit (an admission of Store.Admit), recorded for its refund. A
-// sliding log keeps its live entries (commit trims the others) and at most
-// one more, whatever the cost; if they do not fit, ring.grow doubles the
-// buffer, to at least four entries. A token bucket keeps its refund
-// record once an admission made it (see record).
+// allowed at now, is committed. It is committed to e, or to a new entry if
+// e is nil. If admit (an admission of Store.Admit), it is also recorded
+// for its refund. A sliding log keeps its live entries and at most one
+// more, whatever the cost; commit trims the others. If they do not fit,
+// ring.grow doubles the buffer, to at least four entries. A token bucket
+// keeps its refund record once an admission made it (see record).
 func (e *entry) sizeAfter(p *params, now, n int64, admit bool) int64 {
 	var live, capacity, rec int64
 	if e != nil {
