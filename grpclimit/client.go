@@ -13,15 +13,15 @@ import (
 )
 
 // UnaryClientInterceptor returns a client interceptor that honours the
-// RetryInfo a server sends with codes.ResourceExhausted: it waits the
-// delay, plus jitter, and calls again, as p allows (see [backoff.Policy]:
-// attempts, the longest acceptable wait, the call's deadline). A failure
-// without a RetryInfo, or with another code, is returned as it is, and so is
-// the last one when p gives up.
+// RetryInfo a server sends with codes.ResourceExhausted. It waits the
+// delay, plus jitter, and calls again, as p allows. [backoff.Policy] sets
+// the attempts and the longest acceptable wait; the call's deadline also
+// bounds it. A failure without a RetryInfo, or with another code, is
+// returned as it is. So is the last one when p gives up.
 //
-// A call refused by a rate limiter never reached its handler, so calling
-// again is safe whatever the method does; a server that sends RetryInfo
-// from a handler that had effects should not send ResourceExhausted.
+// A call refused by a rate limiter never reached its handler. So calling
+// again is safe whatever the method does. A handler that had effects
+// should not send ResourceExhausted with a RetryInfo.
 func UnaryClientInterceptor(p backoff.Policy) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		for attempts := 1; ; attempts++ {

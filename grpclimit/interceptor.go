@@ -35,11 +35,11 @@ type Options struct {
 	// FailClosed makes a limiter error refuse the call with
 	// codes.Unavailable. Otherwise the call is served without limits and
 	// the error logged: failing open. A call whose own context ends before
-	// the limiter decides its enforced rules is refused either way, with
-	// its context's status (DeadlineExceeded or Canceled); one to which
-	// only shadow rules apply is served, as they never refuse. Put a
-	// resilient.Limiter in front of a store for a decision within the
-	// call's deadline when the store is slow or down.
+	// the limiter decides its enforced rules is refused either way. It
+	// gets its context's status (DeadlineExceeded or Canceled). A call to
+	// which only shadow rules apply is served, as they never refuse. A
+	// resilient.Limiter in front of a store decides within the call's
+	// deadline when the store is slow or down.
 	FailClosed bool
 	// Logger receives limiter errors (Error), shadow rules that would deny
 	// (Info), key errors (Warn) and denials (Debug). nil means
@@ -100,8 +100,8 @@ func (in *Interceptor) Unary() grpc.UnaryServerInterceptor {
 }
 
 // Stream returns a stream server interceptor that decides once, when the
-// stream is opened: a denied stream fails with codes.ResourceExhausted and a
-// RetryInfo detail before the handler runs; the messages of an admitted
+// stream is opened. A denied stream fails with codes.ResourceExhausted and
+// a RetryInfo detail before the handler runs. The messages of an admitted
 // stream are not counted.
 func (in *Interceptor) Stream() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -212,9 +212,9 @@ func inFlightStatus(name string, c redlimit.Concurrency, retry time.Duration) *s
 	return st
 }
 
-// denialStatus returns the status of a denied call: ResourceExhausted, with a
-// QuotaFailure detail naming every enforced rule that denied and a RetryInfo
-// detail saying when to retry (none when the call can never pass).
+// denialStatus returns the status of a denied call: ResourceExhausted. A
+// QuotaFailure detail names every enforced rule that denied. A RetryInfo
+// detail says when to retry; none when the call can never pass.
 func denialStatus(v *ruleset.Verdict[call]) *status.Status {
 	qf := &errdetails.QuotaFailure{}
 	denied, worst := v.Denied()

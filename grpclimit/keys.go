@@ -13,22 +13,21 @@ import (
 	"github.com/redlimit/redlimit/internal/ruleset"
 )
 
-// A KeyFunc returns the key a rule counts a call under, from the call's
-// context (peer, incoming metadata, values set by earlier interceptors) and
-// its full method name ("/pkg.Service/Method"). It returns an error wrapping
-// [ErrNoKey] when the rule does not apply to the call; any other error
-// refuses the call with codes.InvalidArgument, except that of a shadow
-// rule, which is logged and skips the rule: a shadow rule never refuses a
-// call. A KeyFunc must be safe for
-// concurrent use.
+// A KeyFunc returns the key a rule counts a call under. It reads the
+// call's context (peer, incoming metadata, values set by earlier
+// interceptors) and its full method name ("/pkg.Service/Method"). It
+// returns an error wrapping [ErrNoKey] when the rule does not apply to the
+// call. Any other error refuses the call with codes.InvalidArgument. A
+// shadow rule's error is logged and skips the rule instead: a shadow rule
+// never refuses a call. A KeyFunc must be safe for concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
-// PeerIP returns a KeyFunc that keys calls by the network of the client, as
-// c finds it (see [clientip.Resolver]): the
-// peer's address, or, when the peer is a trusted proxy, the right-most
-// untrusted address of the c.ProxyHeader metadata ("x-forwarded-for" or
-// "forwarded"). IPv6 clients are grouped by /64 by default. It reports an
-// error if c is not valid.
+// PeerIP returns a KeyFunc that keys calls by the network of the client,
+// as c finds it (see [clientip.Resolver]). That is the peer's address.
+// When the peer is a trusted proxy, it is the right-most untrusted address
+// of the c.ProxyHeader metadata ("x-forwarded-for" or "forwarded"). IPv6
+// clients are grouped by /64 by default. It reports an error if c is not
+// valid.
 func PeerIP(c clientip.Resolver) (KeyFunc, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -105,10 +104,10 @@ func Static(key string) KeyFunc {
 	return func(context.Context, string) (string, error) { return key, nil }
 }
 
-// Compose returns a KeyFunc whose key is made of the keys of all of keys, in
-// order, joined by '|' with each part's '%' and '|' percent-escaped, so that
-// no choice of parts can forge another combination. If any part has no key,
-// the composition has none.
+// Compose returns a KeyFunc whose key is made of the keys of all of keys,
+// in order, joined by '|'. Each part's '%' and '|' are percent-escaped. So
+// no choice of parts can forge another combination. If any part has no
+// key, the composition has none.
 func Compose(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Compose(ofCalls(keys)...)) }
 
 // Or returns a KeyFunc that uses the first of keys that has a key for the

@@ -57,8 +57,9 @@ type Rule struct {
 	// httplimit.
 	Shadow bool
 	// Delay, if positive, makes the rule delay a call (or the start of a
-	// stream) it would deny, by up to Delay, instead of refusing it, as
-	// httplimit's Rule.Delay does. The call waits before its handler runs.
+	// stream) it would deny, by up to Delay, instead of refusing it.
+	// httplimit's Rule.Delay does the same. The call waits before its
+	// handler runs.
 	// A call that would wait longer, or past its own deadline, fails at
 	// once with codes.ResourceExhausted and a RetryInfo. A token bucket's
 	// calls take their places in line ([redlimit.Wait]); a call cancelled
@@ -66,10 +67,10 @@ type Rule struct {
 	// alone, before the others. At most [redlimit.MaxWait]; not with
 	// Shadow or InFlight.
 	Delay time.Duration
-	// InFlight, if not zero, makes the rule an in-flight rule: each call
+	// InFlight, if not zero, makes the rule an in-flight rule. Each call
 	// (or stream) it applies to holds a slot of InFlight on its key while
-	// the handler runs, renewed if it runs past the TTL, and released when
-	// it returns. A call that finds every slot held fails with
+	// the handler runs. The slot is renewed if it runs past the TTL, and
+	// released when it returns. A call that finds every slot held fails with
 	// codes.ResourceExhausted, after the rate rules allowed it. Such a rule
 	// has only a Name and a Key; the interceptor's limiter must be a
 	// [redlimit.Semaphore].
