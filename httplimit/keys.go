@@ -51,11 +51,11 @@ func User(r *http.Request) (string, error) {
 }
 
 // Route keys requests by their route: the pattern that an [http.ServeMux]
-// matched (Request.Pattern, such as "GET /items/{id}"), which is set when the
-// middleware wraps a handler registered on the mux. Otherwise, as when the
-// middleware wraps the whole mux, it falls back to the method and the path
-// ("GET /items/42"), which gives every path its own key; use [MuxRoute]
-// there instead.
+// matched (Request.Pattern, such as "GET /items/{id}"). It is set when the
+// middleware wraps a handler registered on the mux. Otherwise Route falls
+// back to the method and the path ("GET /items/42"). That gives every path
+// its own key. That happens when the middleware wraps the whole mux; use
+// [MuxRoute] there instead.
 func Route(r *http.Request) (string, error) {
 	if r.Pattern != "" {
 		return r.Pattern, nil
@@ -63,10 +63,10 @@ func Route(r *http.Request) (string, error) {
 	return r.Method + " " + r.URL.Path, nil
 }
 
-// MuxRoute returns a KeyFunc that keys requests by the pattern mux routes them
-// to, for a middleware that wraps the whole mux and so runs before the mux
-// has set Request.Pattern. A request that matches no pattern has no key
-// ([ErrNoKey]).
+// MuxRoute returns a KeyFunc that keys requests by the pattern mux routes
+// them to. It suits a middleware that wraps the whole mux, and so runs
+// before the mux has set Request.Pattern. A request that matches no
+// pattern has no key ([ErrNoKey]).
 func MuxRoute(mux *http.ServeMux) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		if r.Pattern != "" {
@@ -92,15 +92,16 @@ func Static(key string) KeyFunc {
 func Compose(keys ...KeyFunc) KeyFunc { return ruleset.Compose(keys...) }
 
 // Or returns a KeyFunc that uses the first of keys that has a key for the
-// request: Or(Header("X-API-Key"), RemoteIP) keys by API key, or by client
-// IP when there is none. Each key is prefixed by the position of the KeyFunc
-// that made it ("0:", "1:", ...), so a client cannot use one kind of key
-// to reach the allowance of another (an API key spelling someone's IP).
+// request. Or(Header("X-API-Key"), RemoteIP) keys by API key, or by client
+// IP when there is none. Each key is prefixed by the position of the
+// KeyFunc that made it ("0:", "1:", ...). So a client cannot use one kind
+// of key to reach the allowance of another: an API key spelling someone's
+// IP.
 // Errors other than [ErrNoKey] are returned at once. If none has a key, Or
 // has none.
 func Or(keys ...KeyFunc) KeyFunc { return ruleset.Or(keys...) }
 
-// Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of
-// key's, in hex: fixed in size, and neither the store nor the logs see the
-// original (an API key, a token).
+// Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256
+// of key's, in hex. It is fixed in size. Neither the store nor the logs
+// see the original (an API key, a token).
 func Hashed(key KeyFunc) KeyFunc { return ruleset.Hashed(key) }

@@ -26,10 +26,10 @@ type Options struct {
 	// [WriteDenial]: 429 with an RFC 9457 problem body.
 	OnDenied func(w http.ResponseWriter, r *http.Request, d Denial)
 
-	// OnError writes the response when the request cannot be decided: a
-	// rule's key, limit or cost function failed (err is a *[KeyError]), the limiter
-	// failed and FailClosed is set, or the request's context ended before
-	// the limiter decided. nil means [WriteError].
+	// OnError writes the response when the request cannot be decided. A
+	// rule's key, limit or cost function failed (err is a *[KeyError]).
+	// Or the limiter failed and FailClosed is set. Or the request's
+	// context ended before the limiter decided. nil means [WriteError].
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 
 	// FailClosed makes a limiter error (Redis unreachable, a deadline)
@@ -120,9 +120,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	v, err := m.rules.Decide(ctx, m.lim, m.logger(), applied, requestAttrs(r))
 	if err != nil {
 		if cerr := ruleset.Ended(ctx); cerr != nil {
-			// The request ended (its client went away, or its deadline
-			// passed) before the limiter decided: not served, unlimited
-			// or otherwise, or a client would get its work done past its
+			// The request ended before the limiter decided: its client
+			// went away, or its deadline passed. It is not served, limited
+			// or not. Otherwise a client would get its work done past its
 			// limit by giving up on each request.
 			m.logger().LogAttrs(ctx, slog.LevelWarn, "httplimit: the request ended before the limiter decided", requestAttrs(r, slog.Any("err", err))...)
 			m.onError(w, r, err)

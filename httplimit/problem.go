@@ -54,11 +54,11 @@ type Problem struct {
 }
 
 // WriteDenial writes the default response to a denied request: status 429
-// (Too Many Requests) and a [Problem] of type [ProblemTypeQuotaExceeded]
-// naming the rules that denied it and, unless it can never pass, when to
-// retry. A request that can never pass (its cost exceeds the limit's
-// capacity, which New rules out for its own rules) also gets 429, without
-// Retry-After, so that a client does not come back.
+// (Too Many Requests) and a [Problem] of type [ProblemTypeQuotaExceeded].
+// The Problem names the rules that denied the request. Unless it can never
+// pass, it says when to retry. A request that can never pass also gets
+// 429, without Retry-After, so the client does not come back. Its cost
+// exceeds the limit's capacity; New rules that out for its own rules.
 func WriteDenial(w http.ResponseWriter, r *http.Request, d Denial) {
 	p := Problem{
 		Type:             ProblemTypeQuotaExceeded,
@@ -84,11 +84,11 @@ func WriteDenial(w http.ResponseWriter, r *http.Request, d Denial) {
 	WriteProblem(w, p)
 }
 
-// WriteError writes the default response when a request cannot be decided:
-// 400 (Bad Request) when a rule's key, limit or cost function failed for
-// the request (err is a *[KeyError]); otherwise 503
-// (Service Unavailable), the limiter having failed. The body is a [Problem]
-// that names the rule but not the error, which is logged instead.
+// WriteError writes the default response when a request cannot be decided.
+// It writes 400 (Bad Request) when a rule's key, limit or cost function
+// failed for the request (err is a *[KeyError]). Otherwise the limiter
+// failed, and it writes 503 (Service Unavailable). The body is a [Problem]
+// that names the rule but not the error. The error is logged instead.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if ke, ok := errors.AsType[*KeyError](err); ok {
 		WriteProblem(w, Problem{

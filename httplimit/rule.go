@@ -15,8 +15,8 @@ type Rule struct {
 	// RateLimit-Policy fields, in problem bodies and in logs. 1 to 64
 	// ASCII letters, digits, '.', '_' and '-'; unique in a middleware.
 	//
-	// The limiter key of a request is Name, ':' and the key from Key, so
-	// rules with different names never share state, and rules with the same
+	// The limiter key of a request is Name, ':' and the key from Key. So
+	// rules with different names never share state. Rules with the same
 	// name and limit in different middlewares (on different routes) do.
 	Name string
 	// Pattern, if not empty, limits the rule to the requests that an
@@ -59,10 +59,10 @@ type Rule struct {
 	// it admitted stays counted if another rule then denies (the strict
 	// side). At most [redlimit.MaxWait]; not with Shadow or InFlight.
 	Delay time.Duration
-	// InFlight, if not zero, makes the rule an in-flight rule: each
+	// InFlight, if not zero, makes the rule an in-flight rule. Each
 	// request it applies to holds a slot of InFlight on its key while the
-	// handler runs, renewed if it runs past the TTL, and released when it
-	// returns. A request that finds every slot held is denied (429), after
+	// handler runs. The slot is renewed if it runs past the TTL, and
+	// released when it returns. A request that finds every slot held is denied (429), after
 	// the rate rules allowed it. Such a rule has only a Name, a Pattern
 	// and a Key; the middleware's limiter must be a [redlimit.Semaphore].
 	InFlight redlimit.Concurrency
