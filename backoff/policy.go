@@ -27,10 +27,10 @@ type Policy struct {
 	// DefaultMaxWait.
 	MaxWait time.Duration
 	// Jitter is the most that is added to each wait, at random, as a
-	// fraction of it (0.1 adds up to 10%), so that clients told the same
-	// time do not all come back at once. Jitter only lengthens a wait:
-	// coming back before the server said is pointless. 0 means
-	// DefaultJitter; a negative value adds none.
+	// fraction of it: 0.1 adds up to 10%. So clients told the same time do
+	// not all come back at once. Jitter only lengthens a wait: coming back
+	// before the server said is pointless. 0 means DefaultJitter; a
+	// negative value adds none.
 	Jitter float64
 }
 
@@ -71,12 +71,12 @@ func (p Policy) Delay(d time.Duration) (time.Duration, bool) {
 	return d, true
 }
 
-// Wait waits before another attempt at a request that has been sent attempts
-// times, when the server asked to wait d. It reports whether to send it
-// again. It returns false at once when the policy says not to retry: the
-// request has been sent MaxAttempts times, d is longer than MaxWait, or
-// ctx's deadline comes before the wait would end; and false when ctx is done
-// while waiting.
+// Wait waits before another attempt at a request that has been sent
+// attempts times, when the server asked to wait d. It reports whether to
+// send it again. It returns false at once when the policy says not to
+// retry. That is when the request has been sent MaxAttempts times, d is
+// longer than MaxWait, or ctx's deadline comes before the wait would end.
+// It returns false when ctx is done while waiting.
 func (p Policy) Wait(ctx context.Context, attempts int, d time.Duration) bool {
 	if attempts >= p.maxAttempts() {
 		return false

@@ -19,21 +19,21 @@ import (
 // answers 429 (Too Many Requests) or 503 (Service Unavailable) with a
 // Retry-After header, as Policy allows.
 //
-// Only requests that can safely be sent again are retried: those of an
-// idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or with an
-// Idempotency-Key or X-Idempotency-Key header, and, with RetryAnyMethod, any
-// other. A request with a body is retried only if the body can be read again
-// from Request.GetBody (as [http.NewRequest] sets for in-memory bodies); a
-// body that has been consumed is never sent again. A 429 or 503 without a
-// usable Retry-After is returned as it is.
+// Only requests that can safely be sent again are retried. Those are the
+// requests of an idempotent method (GET, HEAD, OPTIONS, TRACE, PUT,
+// DELETE), or with an Idempotency-Key or X-Idempotency-Key header. With
+// RetryAnyMethod, any other is too. A request with a body is retried only
+// if Request.GetBody can read the body again. [http.NewRequest] sets it
+// for in-memory bodies. A body that has been consumed is never sent again.
+// A 429 or 503 without a usable Retry-After is returned as it is.
 //
 // With Pace, the transport also keeps to the server's pace before being
-// refused: when a response's RateLimit field
-// (draft-ietf-httpapi-ratelimit-headers) says a quota has nothing left (r=0)
-// for t more seconds, or a Retry-After asks to wait, the next requests to
-// that host wait that long before they are sent. A pacing wait longer than MaxWait, or than the
-// request's context allows, is skipped: the request is sent, and the server
-// decides.
+// refused. A response's RateLimit field
+// (draft-ietf-httpapi-ratelimit-headers) may say a quota has nothing left
+// (r=0) for t more seconds. Or a Retry-After may ask to wait. The next
+// requests to that host then wait that long before they are sent. A pacing
+// wait longer than MaxWait, or than the request's context allows, is
+// skipped. The request is then sent, and the server decides.
 //
 // A Transport is safe for concurrent use. It must not be copied after first
 // use.
@@ -49,11 +49,11 @@ type Transport struct {
 	// quota is used up.
 	Pace bool
 	// Limiter and Limit, if Limiter is not nil, pace every request
-	// (retries too) to Limit per URL host before it is sent: it waits its
+	// (retries too) to Limit per URL host before it is sent. It waits its
 	// turn with [redlimit.Wait], up to Policy's MaxWait and the request's
-	// deadline, under the key "backoff:" and the host. Clients sharing
-	// a store and Limit share the pace. A request whose turn is further
-	// off is not sent: RoundTrip returns an error wrapping [ErrPaced].
+	// deadline. The key is "backoff:" and the host. Clients sharing a
+	// store and Limit share the pace. A request whose turn is further off
+	// is not sent: RoundTrip returns an error wrapping [ErrPaced].
 	Limiter redlimit.Limiter
 	Limit   redlimit.Limit
 
@@ -232,10 +232,10 @@ func exhausted(h http.Header) time.Duration {
 }
 
 // RetryAfter returns the wait the Retry-After header of resp asks for, and
-// whether it has a valid one: delta-seconds, or an HTTP-date taken relative
-// to the response's Date header (or the local clock without one), so that
-// clock skew between client and server does not matter. A date in the past
-// asks for no wait.
+// whether it has a valid one. The header holds delta-seconds or an
+// HTTP-date. A date is taken relative to the response's Date header, or
+// the local clock without one. So clock skew between client and server
+// does not matter. A date in the past asks for no wait.
 func RetryAfter(resp *http.Response) (time.Duration, bool) {
 	v := strings.TrimSpace(resp.Header.Get(ratelimitfield.HeaderRetryAfter))
 	if v == "" {
