@@ -1,50 +1,50 @@
-// Package shadow decides a request whose limits have roles: enforced;
-// in shadow mode, decided and counted but never denying; or quotas,
-// denying only together. It is the one meaning of shadow mode that
-// httplimit and grpclimit (through their rules) and the rate limit
-// service share.
+// Package shadow decides a request whose limits have roles. A limit is
+// enforced, in shadow mode, or a quota. A shadow limit is decided and
+// counted but never denies. Quotas deny only together. This is the one
+// meaning of shadow mode. httplimit and grpclimit (through their rules)
+// and the rate limit service share it.
 //
 // # What a shadow limit counts
 //
 // Each shadow limit counts a request as if it alone were added to the
-// enforced limits: it consumes when the enforced limits and it allow the
-// request, and only then. So its figures say what enforcing it, and only
-// it, would do: the requests it denies are those that enforcing it would
-// refuse, and trying a second rule in shadow mode does not change the
-// first's figures. The enforced limits consume exactly as they would
-// without any shadow limit. With every limit in shadow mode, each counts as
-// if it were the only one enforced: envoyproxy/ratelimit's shadow_mode
-// counts each limit on its own likewise, whatever the others say (though it
-// counts every request, denied or not, where a redlimit limit consumes only
-// for requests it admits).
+// enforced limits. It consumes when the enforced limits and it allow the
+// request, and only then. So its counts say what enforcing it, and only
+// it, would do. The requests it denies are those that enforcing it would
+// refuse. Trying a second rule in shadow mode does not change the first's
+// counts. The enforced limits consume exactly as they would without any
+// shadow limit. With every limit in shadow mode, each counts as if it
+// were the only one enforced. envoyproxy/ratelimit's shadow_mode likewise
+// counts each limit on its own, whatever the others say. But it counts
+// every request, denied or not. A redlimit limit consumes only for
+// requests it admits.
 //
-// Every limit's answer is its own, as in a [redlimit.Decision]: a shadow
+// Every limit's answer is its own, as in a [redlimit.Decision]. A shadow
 // limit denies when it would deny the request if enforced, whatever the
-// other limits say, and a denial consumes nothing.
+// other limits say. A denial consumes nothing.
 //
 // # Quotas
 //
-// [Decide] also takes quota limits (envoyproxy/ratelimit's
-// quota_mode): each counts as a shadow limit does, and its answer is its
-// own, but a request whose quota limits all deny is denied, and then
-// consumes nothing. So of several backends each under a quota, a request
-// passes while one has room, consuming the quotas that have, and the
+// [Decide] also takes quota limits (envoyproxy/ratelimit's quota_mode).
+// Each counts as a shadow limit does, and its answer is its own. But a
+// request whose quota limits all deny is denied, and then consumes
+// nothing. Take several backends, each under a quota. A request passes
+// while one has room. It consumes the quotas that have room, and the
 // enforced limits.
 //
 // # Round trips
 //
-// All limits go to the limiter in one AllowAll: when every one allows, the
-// usual case, that one call consumed them all. When an enforced limit
-// denies, the request is denied and nothing was consumed. When only shadow
-// limits deny, they have their answer, and the others are decided again
-// without them: two calls (more only if the store's state changes between
-// them, each call dropping at least one shadow limit).
+// All limits go to the limiter in one AllowAll. In the usual case every
+// one allows, and that one call consumed them all. When an enforced limit
+// denies, the request is denied and nothing was consumed. When only
+// shadow limits deny, they have their answer. The others are decided
+// again without them: two calls. There are more only if the store's state
+// changes between them. Each call drops at least one shadow limit.
 //
 // # Debits
 //
 // A [redlimit.Request.Debit] is counted by the first call whatever it and
-// the others say, and its answer is final: it is left out of the calls
-// after it. A debit that did not fit denies as any limit of its role does.
+// the others say. Its answer is final: it is left out of the calls after
+// it. A debit that did not fit denies as any limit of its role does.
 package shadow
 
 import (
@@ -92,12 +92,12 @@ const (
 	Quota
 )
 
-// Decide decides reqs with lim, as the package documentation says;
+// Decide decides reqs with lim, as the package documentation says.
 // roles[i] is the role of reqs[i] (nil: all enforced). It returns the
-// limiter's error, or one wrapping [redlimit.ErrBadReply] when the limiter
-// answers a number of results other than that of the requests, or a denial
-// that no limit made. Roles of another number than the requests are an
-// error wrapping [redlimit.ErrInvalidLimit].
+// limiter's error. It returns one wrapping [redlimit.ErrBadReply] when the
+// limiter answers a wrong number of results, or a denial that no limit
+// made. Roles of another number than the requests are an error wrapping
+// [redlimit.ErrInvalidLimit].
 func Decide(ctx context.Context, lim Allower, reqs []redlimit.Request, roles []Role) (Decision, error) {
 	if roles != nil && len(roles) != len(reqs) {
 		return Decision{}, fmt.Errorf("shadow: %w: %d roles for %d limits", redlimit.ErrInvalidLimit, len(roles), len(reqs))
