@@ -29,8 +29,8 @@ type Reservation struct {
 	index    int   // in the Ledger's heap, -1 when not in it; guarded by the Ledger's lock
 	state    state // guarded by the Ledger's lock
 	// released is made when the Ledger expires the reservation (under its
-	// lock) and closed once the estimate was given back: a Settle then
-	// waits for it, so that it returns with both counted.
+	// lock). It is closed once the estimate was given back. A Settle then
+	// waits for it, so it returns with both counted.
 	released chan struct{}
 }
 
@@ -66,22 +66,21 @@ func (r *Reservation) Settle(ctx context.Context, actual int64) error {
 }
 
 // SettleEach settles the reservation with the real cost of each request,
-// in order: below its estimate the difference is given back, above it the
-// difference is debited, in one call to the store each. It returns an
-// error wrapping [ErrSettled] when the reservation was settled or released
-// already, and [ErrDenied] when it was denied (nothing happens then).
-// After the Ledger released the reservation at its timeout, the whole real
-// cost is debited, and the error wraps [ErrExpired].
+// in order. Below its estimate, the difference is given back. Above it,
+// the difference is debited. Each takes one call to the store. It returns
+// an error wrapping [ErrSettled] when the reservation was settled or
+// released already. It returns [ErrDenied] when it was denied; nothing
+// happens then. After the Ledger released the reservation at its timeout,
+// the whole real cost is debited, and the error wraps [ErrExpired].
 //
 // A cost that is not one a request can count still settles the
-// reservation, once, so that the work done is counted and a deferred
-// Release does not give it back: one above [redlimit.MaxCost] is counted
-// as MaxCost, the most a request counts and the most debt a key carries
-// (the error wraps [ErrCostClamped]); a negative one keeps that request's
-// estimate, nothing given back or debited (the error wraps
-// [redlimit.ErrInvalidCost]). Only a number of costs other than the
-// number of requests leaves the reservation pending, with an error
-// wrapping ErrInvalidCost.
+// reservation, once. So the work done is counted, and a deferred Release
+// does not give it back. One above [redlimit.MaxCost] is counted as
+// MaxCost, the most a request counts and the most debt a key carries. The
+// error then wraps [ErrCostClamped]. A negative one keeps that request's
+// estimate, nothing given back or debited. The error then wraps
+// [redlimit.ErrInvalidCost]. Only a wrong number of costs leaves the
+// reservation pending, with an error wrapping ErrInvalidCost.
 func (r *Reservation) SettleEach(ctx context.Context, actual []int64) error {
 	reqs := r.grant.Requests
 	if len(actual) != len(reqs) {
@@ -109,7 +108,7 @@ func (r *Reservation) SettleEach(ctx context.Context, actual []int64) error {
 		return ErrSettled
 	case due:
 		// Past its deadline, but the Ledger had not begun to give it
-		// back: it never will, and the reservation is settled here as a
+		// back. It never will. The reservation is settled here as a
 		// pending one is, without waiting for the releases before it.
 		errs = append(errs, fmt.Errorf("reserve: settle: %w", ErrExpired))
 	case expired:
@@ -152,7 +151,7 @@ func (r *Reservation) estimates() []int64 {
 }
 
 // callContext is ctx without its cancellation and deadline, bounded by the
-// Ledger's CallTimeout: what is settled must reach the store even when the
+// Ledger's CallTimeout. What is settled must reach the store even when the
 // caller has gone away.
 func (r *Reservation) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), r.ledger.call)
@@ -179,9 +178,9 @@ func (r *Reservation) giveBack(ctx context.Context, back []int64) error {
 
 // debit counts over of each request (zeros skipped) as debits, in one
 // decision. A store that decides in parts (Redis Cluster) may count some
-// and not others: a failed part leaves its limits Undecided in a denial
-// (another debit did not fit), or fails the call; the error names the
-// requests that were not, or may not have been, counted.
+// and not others. A failed part leaves its limits Undecided in a denial,
+// when another debit did not fit. Or it fails the call. The error names
+// the requests that were not, or may not have been, counted.
 func (r *Reservation) debit(ctx context.Context, over []int64) error {
 	var reqs []redlimit.Request
 	var idx []int

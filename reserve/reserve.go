@@ -33,9 +33,9 @@ var (
 	// consumed nothing, and there is nothing to settle.
 	ErrDenied = errors.New("reserve: reservation was denied")
 	// ErrNotDebited reports a Settle whose debit of the cost above the
-	// estimate the store failed to count, or may have failed to, for the
-	// requests the error names (a Redis Cluster node that failed): that
-	// work is not counted. The reservation is settled all the same.
+	// estimate the store failed to count, or may have failed to. The error
+	// names the requests: a Redis Cluster node failed. That work is not
+	// counted. The reservation is settled all the same.
 	ErrNotDebited = errors.New("reserve: cost above the estimate not debited")
 	// ErrCostClamped reports a Settle of a real cost above
 	// [redlimit.MaxCost]: MaxCost was counted, the most one request can
@@ -59,11 +59,11 @@ type Options struct {
 	// fires.
 	Now func() time.Time
 	// OnExpire, if set, is called after the Ledger released a reservation
-	// at its timeout, with the error of the release (nil if it gave the
-	// estimate back), for metrics or logs; not for one past its timeout
-	// that a Settle or Release reached before the Ledger did (the Settle's
-	// error wraps ErrExpired all the same). It is called from the Ledger's
-	// goroutine and must not block.
+	// at its timeout, for metrics or logs. It gets the error of the
+	// release: nil if it gave the estimate back. A Settle or Release may
+	// reach a reservation past its timeout before the Ledger did. OnExpire
+	// is not called for it; the Settle's error wraps ErrExpired all the
+	// same. It is called from the Ledger's goroutine and must not block.
 	OnExpire func(r *Reservation, err error)
 }
 
@@ -145,12 +145,12 @@ func (l *Ledger) Reserve(ctx context.Context, key string, limit redlimit.Limit, 
 	return l.ReserveAll(ctx, []redlimit.Request{{Key: key, Limit: limit, Cost: estimate}})
 }
 
-// ReserveAll reserves every request's Cost as one admission (all or
-// nothing, as [redlimit.Limiter.AllowAll] decides). A denial is a
-// Reservation whose OK is false, not an error; an error means nothing was
-// reserved: bad input (a request that is a debit, wrapping
-// [redlimit.ErrInvalidCost]), the store failed or ctx ended, too many
-// reservations pending ([ErrTooManyPending]), or the Ledger is closed.
+// ReserveAll reserves every request's Cost as one admission: all or
+// nothing, as [redlimit.Limiter.AllowAll] decides. A denial is a
+// Reservation whose OK is false, not an error. An error means nothing was
+// reserved. The input was bad: a request that is a debit, wrapping
+// [redlimit.ErrInvalidCost]. Or the store failed, ctx ended, too many
+// reservations are pending ([ErrTooManyPending]), or the Ledger is closed.
 func (l *Ledger) ReserveAll(ctx context.Context, reqs []redlimit.Request) (*Reservation, error) {
 	for i, q := range reqs {
 		if q.Debit {
@@ -204,11 +204,11 @@ func (l *Ledger) signal() {
 	}
 }
 
-// take moves r to state to if it is pending (removing it from the pending
-// reservations), due (the Ledger will then not release it) or expired (its
-// settle after the timeout, made once); it reports the state r was in and,
-// if expired, the channel closed once the Ledger has given its estimate
-// back.
+// take moves r to state to if r is pending, due or expired. A pending r
+// leaves the pending reservations. A due r is one the Ledger will then not
+// release. An expired r gets its settle after the timeout, made once. take
+// reports the state r was in. If expired, it also returns the channel
+// closed once the Ledger has given its estimate back.
 func (l *Ledger) take(r *Reservation, to state) (state, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -257,9 +257,9 @@ func (l *Ledger) releaseExpired() time.Duration {
 		next = min(next, l.pending[0].deadline.Sub(now))
 	}
 	l.mu.Unlock()
-	// One at a time: a Settle or Release of a reservation whose turn has
-	// not come takes it over (see take), so that none waits for the
-	// releases before its own, each of up to CallTimeout.
+	// One at a time. A Settle or Release of a reservation whose turn has
+	// not come takes it over (see take). So none waits for the releases
+	// before its own, each of up to CallTimeout.
 	for _, r := range dues {
 		l.mu.Lock()
 		if r.state != due {
