@@ -1,14 +1,13 @@
 // Package clientip finds the network address of the client that sent a
-// request, without letting the client choose it: the direct peer's address,
-// or, behind trusted reverse proxies, the right-most address of
-// X-Forwarded-For or Forwarded (RFC 7239) that no trusted proxy wrote. It
-// groups addresses into networks (IPv6 by /64) so that one host cannot
-// rotate through its addresses.
+// request, without letting the client choose it. That is the direct
+// peer's address. Behind trusted reverse proxies, it is the right-most
+// address of X-Forwarded-For or Forwarded (RFC 7239) that no trusted proxy
+// wrote. It groups addresses into networks (IPv6 by /64). So one host
+// cannot rotate through its addresses.
 //
-// It serves HTTP and gRPC alike: [Resolver.Key] reads an [http.Request],
-// and [Resolver.KeyOf] takes a peer address and the forwarding header's
-// field lines from any transport (grpclimit passes a gRPC peer and its
-// metadata).
+// It serves HTTP and gRPC alike. [Resolver.Key] reads an [http.Request].
+// [Resolver.KeyOf] takes a peer address and the forwarding header's field
+// lines from any transport. grpclimit passes a gRPC peer and its metadata.
 package clientip
 
 import (
@@ -44,31 +43,32 @@ func (h ProxyHeader) String() string {
 // By default it is the host of the request's RemoteAddr: the direct peer.
 // Only when that peer is in TrustedProxies is the ProxyHeader believed, and
 // then only as far as trusted proxies wrote it. The header is read from its
-// end, one element at a time (the field lines in order, as one list): the
-// last element was appended by the peer, and each one before it by the
-// proxy that the element after it names. So the elements are walked from
-// right to left while they name trusted proxies, and the first address that
-// is not a trusted proxy is the client. Whatever the client wrote is to the
-// left of the element its first proxy appended, and finding where that
-// element starts never depends on it: an unterminated quote or any other
-// bytes a client sends cannot reach into the proxies' elements.
+// end, one element at a time; the field lines in order form one list. The
+// peer appended the last element. The proxy that the next element names
+// appended each one before it. So the elements are walked from right to
+// left while they name trusted proxies. The first address that is not a
+// trusted proxy is the client. Whatever the client wrote is to the left of
+// the element its first proxy appended. Finding where that element starts
+// never depends on it. So an unterminated quote, or any other bytes a
+// client sends, cannot reach into the proxies' elements.
 //
-// An element that is malformed or names no address ("unknown", an
-// obfuscated identifier, a Forwarded element without for= or with two, a
-// bad port) stops the walk: the nearest trusted address is the client, which
-// is the peer itself if nothing trustworthy remains, never a value the client
-// wrote. If every element names a trusted proxy, the left-most is the client.
-// Empty list elements and empty lines are skipped. At most 32 elements are
-// read, so the work per request is bounded by the bytes of those elements.
-// Forwarded is read as RFC 7239 defines it (tokens and quoted-strings with
-// escapes; commas and semicolons only outside quotes); X-Forwarded-For as
-// addresses, each with an optional numeric port, separated by commas.
+// An element may be malformed or name no address: "unknown", an obfuscated
+// identifier, a Forwarded element without for= or with two, a bad port.
+// It stops the walk. The nearest trusted address is then the client. That
+// is the peer itself if nothing trustworthy remains; it is never a value
+// the client wrote. If every element names a trusted proxy, the left-most
+// is the client. Empty list elements and empty lines are skipped. At most
+// 32 elements are read. So the work per request is bounded by the bytes of
+// those elements. Forwarded is read as RFC 7239 defines it: tokens and
+// quoted-strings with escapes, commas and semicolons only outside quotes.
+// X-Forwarded-For is read as addresses separated by commas, each with an
+// optional numeric port.
 //
-// Addresses are grouped into networks so that a client cannot escape its
-// limit by using many addresses: by default each IPv4 address stands alone
-// (/32), while IPv6 clients are grouped by /64, the smallest network a
-// site is usually given. IPv4-mapped IPv6 addresses (::ffff:192.0.2.1) count
-// as IPv4, and zones are dropped.
+// Addresses are grouped into networks, so a client cannot escape its
+// limit by using many addresses. By default each IPv4 address stands alone
+// (/32). IPv6 clients are grouped by /64, the smallest network a site is
+// usually given. IPv4-mapped IPv6 addresses (::ffff:192.0.2.1) count as
+// IPv4, and zones are dropped.
 //
 // The zero value is ready to use: it trusts no proxy. A Resolver is safe
 // for concurrent use as long as its fields are not changed.
@@ -117,9 +117,9 @@ func (c Resolver) Key(r *http.Request) (string, error) {
 }
 
 // KeyOf returns the network of the client as a string, such as "192.0.2.1"
-// or "2001:db8:0:1::/64", from the direct peer's address and the field
-// lines of the ProxyHeader, as [Resolver.Resolve] and [Resolver.Network]
-// find it.
+// or "2001:db8:0:1::/64". It reads the direct peer's address and the field
+// lines of the ProxyHeader. It finds the network as [Resolver.Resolve] and
+// [Resolver.Network] do.
 func (c Resolver) KeyOf(peer string, header []string) (string, error) {
 	a, err := c.Resolve(peer, header)
 	if err != nil {
@@ -164,9 +164,9 @@ func (c Resolver) Resolve(peer string, header []string) (netip.Addr, error) {
 }
 
 // walk returns the client's address given the direct peer's and a reader
-// of the forwarding header: each element was appended by the proxy whose
-// address is the element to its right (the peer's, for the last one), so an
-// element is believed only while every address to its right is trusted.
+// of the forwarding header. Each element was appended by the proxy whose
+// address is the element to its right; the peer appended the last one. So
+// an element is believed only while every address to its right is trusted.
 func (c Resolver) walk(peer netip.Addr, hops *hopReader) netip.Addr {
 	if !c.trusted(peer) {
 		return peer

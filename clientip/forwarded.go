@@ -7,12 +7,12 @@ import (
 
 // This file reads forwarding headers (X-Forwarded-For, and Forwarded of
 // RFC 7239) from the right, one element at a time, the way [Resolver]
-// walks them. Reading from the right is what makes them safe: a trusted
-// proxy appends its element after whatever the client sent, so the
-// elements the trusted proxies wrote are the last ones, and their bounds
-// can be found without reading anything to their left. A forward parse lets
-// a client's bytes decide where the proxy's element starts (an open quote
-// swallows it); this reader never does.
+// walks them. Reading from the right is what makes them safe. A trusted
+// proxy appends its element after whatever the client sent. So the
+// elements the trusted proxies wrote are the last ones. Their bounds can
+// be found without reading anything to their left. A forward parse lets a
+// client's bytes decide where the proxy's element starts: an open quote
+// swallows it. This reader never does.
 //
 // The grammar, from RFC 7239 Section 4 and RFC 9110 Section 5.6:
 //
@@ -24,18 +24,19 @@ import (
 //	quoted-pair       = "\" ( HTAB / SP / VCHAR / obs-text )
 //
 // A list (1#) is split at commas outside quoted strings, with optional
-// whitespace (SP, HTAB) around them; empty elements are skipped, as RFC 9110
-// asks, and the field lines of one header are elements of one list, the
-// last line last. Two tolerances, neither of which moves a boundary: OWS is
-// allowed around ';', and an unquoted value may hold '[', ']' and ':', for
+// whitespace (SP, HTAB) around them. Empty elements are skipped, as RFC
+// 9110 asks. The field lines of one header are elements of one list, the
+// last line last. Two tolerances apply, and neither moves a boundary. OWS
+// is allowed around ';'. An unquoted value may hold '[', ']' and ':', for
 // proxies that leave an IPv6 node or a port unquoted.
 //
-// X-Forwarded-For has no standard; it is read as a list of addresses, each
-// optionally with a numeric port, split at every comma (it has no quoting).
+// X-Forwarded-For has no standard. It is read as a list of addresses,
+// each optionally with a numeric port. It is split at every comma: it has
+// no quoting.
 
-// maxHops bounds the non-empty elements one walk reads, so that the work
-// per request is bounded by the bytes of those elements (and the empty ones
-// between them), not by the length of the chain a client may claim.
+// maxHops bounds the non-empty elements one walk reads. So the work per
+// request is bounded by the bytes of those elements and the empty ones
+// between them. It is not bounded by the chain a client may claim.
 const maxHops = 32
 
 // maxNode is the longest node or X-Forwarded-For entry read as an address:
@@ -133,9 +134,10 @@ func (r *hopReader) xffElement(s string) (netip.Addr, hopKind, int) {
 }
 
 // forwardedElement reads the last forwarded-element of s, from the right:
-// its pairs, each value then '=' then name, separated by ';'. Its for= node
-// is the address; an element that does not match the grammar, has no for=
-// or two of them, or whose node is not an address is hopStop.
+// its pairs, each value then '=' then name, separated by ';'. Its for=
+// node is the address. Some elements are hopStop: one that does not match
+// the grammar, has no for= or two of them, or whose node is not an
+// address.
 func (r *hopReader) forwardedElement(s string) (netip.Addr, hopKind, int) {
 	var (
 		node      string
@@ -249,11 +251,11 @@ func (r *hopReader) backslashesBefore(s string, i int) int {
 	return n
 }
 
-// parseNode parses the node of a for= value (RFC 7239, Section 6): an IPv4
-// address or a bracketed IPv6 address, either with an optional port (digits,
-// or an obfuscated "_port"); quoted or not. "unknown" and obfuscated
-// identifiers are not addresses. The zone is dropped and IPv4-mapped
-// addresses count as IPv4.
+// parseNode parses the node of a for= value (RFC 7239, Section 6). That is
+// an IPv4 address or a bracketed IPv6 address, quoted or not. Either has
+// an optional port: digits, or an obfuscated "_port". "unknown" and
+// obfuscated identifiers are not addresses. The zone is dropped, and
+// IPv4-mapped addresses count as IPv4.
 func parseNode(v string, escaped bool) (netip.Addr, bool) {
 	if len(v) > maxNode+2 {
 		return netip.Addr{}, false
