@@ -8,22 +8,23 @@
 //     envoyproxy/ratelimit uses;
 //   - Retry-After ([RetryAfterValue]).
 //
-// It knows nothing of any protocol: httplimit writes the fields as HTTP
-// header fields, grpclimit as gRPC response metadata, the rate limit service
-// as the headers it asks Envoy to add, and backoff reads them back with
-// [ParseRateLimit]. A [Style] selects which fields a response carries, and
-// [Style.Write] writes them for the limits that applied to one request:
+// It knows nothing of any protocol. httplimit writes the fields as HTTP
+// header fields. grpclimit writes them as gRPC response metadata. The rate
+// limit service writes them as the headers it asks Envoy to add. backoff
+// reads them back with [ParseRateLimit]. A [Style] selects which fields a
+// response carries. [Style.Write] writes them for the limits that applied
+// to one request:
 //
 //	ratelimitfield.All.Write(quotas, w.Header().Set)
 //
 // # What the fields say
 //
-// RateLimit-Policy lists each limit that applied ("ip";q=10;w=1,
-// "key";q=1000;w=60); the others describe the one closest to running out,
-// as [redlimit.Tightest] picks it: a denial first, else the smallest
-// remaining relative to its size. Times are whole seconds, rounded up. The
-// reset (RateLimit's t, X-RateLimit-Reset, RateLimit-Reset) is how long
-// until the limit is back to its full allowance, or, on a denial, until the
-// request could pass ([ServiceLimitOf]); a request that can never pass has
-// none.
+// RateLimit-Policy lists each limit that applied: "ip";q=10;w=1,
+// "key";q=1000;w=60. The others describe the one closest to running out,
+// as [redlimit.Tightest] picks it. That is a denial first, else the
+// smallest remaining relative to its size. Times are whole seconds,
+// rounded up. The reset is RateLimit's t, X-RateLimit-Reset and
+// RateLimit-Reset. It is how long until the limit is back to its full
+// allowance. On a denial, it is how long until the request could pass
+// ([ServiceLimitOf]). A request that can never pass has none.
 package ratelimitfield

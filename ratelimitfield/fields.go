@@ -88,18 +88,19 @@ type ServiceLimit struct {
 }
 
 // ServiceLimitOf returns the service limit that describes res under the
-// given name. Remaining is res.Remaining. Reset is, for an allowed result,
-// res.ResetAfter (when the whole allowance is back), and for a denial
-// res.RetryAfter (when the request could pass, the same as Retry-After),
-// both rounded up to whole seconds; a denial that can never pass
+// given name. Remaining is res.Remaining. For an allowed result, Reset is
+// res.ResetAfter: when the whole allowance is back. For a denial, it is
+// res.RetryAfter: when the request could pass, the same as Retry-After.
+// Both are rounded up to whole seconds. A denial that can never pass
 // ([redlimit.Never]) has no Reset.
 func ServiceLimitOf(name string, res redlimit.Result) ServiceLimit {
 	return ServiceLimit{Name: name, Remaining: max(0, res.Remaining), Reset: resetOf(res)}
 }
 
-// resetOf returns the reset time of res as ServiceLimitOf defines it, rounded
-// up to whole seconds (the largest Duration for a wait whose whole seconds
-// it cannot hold, which String rounds up again); -1 for none.
+// resetOf returns the reset time of res as ServiceLimitOf defines it,
+// rounded up to whole seconds; -1 for none. A wait whose whole seconds a
+// Duration cannot hold gets the largest Duration. String rounds it up
+// again.
 func resetOf(res redlimit.Result) time.Duration {
 	if res.Allowed {
 		return seconds(ceilSeconds(res.ResetAfter))
@@ -234,9 +235,10 @@ func ceilSeconds(d time.Duration) int64 {
 func RetryAfterSeconds(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
 
 // RetryAfterValue returns the Retry-After field's value for a denial whose
-// request could pass after d ([redlimit.Decision.RetryAfter]), and whether
-// to send one: not for d <= 0 (no denial) nor for [redlimit.Never] (the
-// request can never pass, and the client should not come back).
+// request could pass after d ([redlimit.Decision.RetryAfter]). It reports
+// whether to send one. It is not sent for d <= 0 (no denial). Nor is it
+// sent for [redlimit.Never]: the request can never pass, and the client
+// should not come back.
 func RetryAfterValue(d time.Duration) (string, bool) {
 	if d <= 0 || d == redlimit.Never {
 		return "", false

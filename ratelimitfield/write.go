@@ -20,15 +20,19 @@ type Quota struct {
 }
 
 // Write calls set with the name and value of each field s selects for
-// quotas, the limits that applied to one request (those enforced: a shadow
-// limit decides nothing for the client, so it has no field). RateLimit-Policy
-// lists the policy of every quota, once per name, in order; the other fields
-// describe the tightest quota ([redlimit.Tightest]): RateLimit as
-// [ServiceLimitOf] has it, X-RateLimit-Limit its Result.Limit, the Envoy
-// style's RateLimit-Limit its Limit.Count, and the remaining and reset
-// fields its ServiceLimit's, the reset left out when it has none. Write
-// sets nothing for no quotas. Retry-After is not among the fields: see
-// [RetryAfterValue].
+// quotas. quotas are the enforced limits that applied to one request. A
+// shadow limit decides nothing for the client, so it has no field.
+// RateLimit-Policy lists the policy of every quota, once per name, in
+// order. The other fields describe the tightest quota
+// ([redlimit.Tightest]):
+//   - RateLimit: as [ServiceLimitOf] has it;
+//   - X-RateLimit-Limit: its Result.Limit;
+//   - the Envoy style's RateLimit-Limit: its Limit.Count;
+//   - the remaining and reset fields: its ServiceLimit's. The reset is
+//     left out when it has none.
+//
+// Write sets nothing for no quotas. Retry-After is not among the fields:
+// see [RetryAfterValue].
 func (s Style) Write(quotas []Quota, set func(name, value string)) {
 	if len(quotas) == 0 || s == None || !s.Valid() {
 		return
