@@ -1,7 +1,7 @@
 // Package kept runs values through a function on goroutines kept between
-// calls, as grpc.NumStreamWorkers runs requests: a goroutine made per call
-// would grow its stack, by copying, to what a client library needs, every
-// time (docs/BENCHMARKS.md).
+// calls, as grpc.NumStreamWorkers runs requests. A goroutine made per call
+// would grow its stack, by copying, to what a client library needs. It
+// would do so every time (docs/BENCHMARKS.md).
 package kept
 
 import (
@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 )
 
-// Pool runs each value it is given through its function, on a goroutine
-// that waits for values, or on a new one when none waits; it keeps at most
-// max goroutines waiting, and the others end after their value. Safe for
-// concurrent use.
+// Pool runs each value it is given through its function. It runs on a
+// goroutine that waits for values, or on a new one when none waits. It
+// keeps at most max goroutines waiting; the others end after their value.
+// Safe for concurrent use.
 type Pool[T any] struct {
 	run  func(T)
 	jobs chan T // unbuffered: a send succeeds only when a goroutine waits

@@ -1,10 +1,11 @@
-// Package micros holds the range of times the stores compute with: integer
-// microseconds from the Unix epoch to [Max], 2^52 µs (in 2112), where every
-// quantity of their arithmetic stays below 2^53, what a Lua number on Redis
-// holds exactly. A clock outside that range reads as the nearest bound,
-// where time stands still: nothing expires or refills there, so no limit
-// admits more than its count. redisstore's scripts apply the same rule to
-// the time they are given or read (lua/prelude.lua).
+// Package micros holds the range of times the stores compute with. They
+// are integer microseconds from the Unix epoch to [Max], 2^52 µs (in
+// 2112). There every quantity of their arithmetic stays below 2^53, which
+// a Lua number on Redis holds exactly. A clock outside that range reads as
+// the nearest bound, where time stands still. Nothing expires or refills
+// there, so no limit admits more than its count. redisstore's scripts
+// apply the same rule to the time they are given or read
+// (lua/prelude.lua).
 package micros
 
 import "time"
