@@ -77,13 +77,14 @@ func (r *runner) refusalInvariants(desc string, i int, q Req, res redlimit.Resul
 	return nil
 }
 
-// admit records an admission, or a debit, and commits it to the model; the
-// admission bounds of the exact algorithms are checked when it fit (a
-// debit that fits is counted as an admission is). The bounds count each
-// request at the instant the clock-back rules count it at: no earlier
-// than the latest one counted (a window algorithm: than its window's
-// start), and what each counted: a debit that did not fit, up to its
-// bound; a token bucket's, in µs of arrival time.
+// admit records an admission, or a debit, and commits it to the model.
+// When it fit, the admission bounds of the exact algorithms are checked.
+// A debit that fits is counted as an admission is. The bounds count each
+// request at the instant the clock-back rules count it at. That is no
+// earlier than the latest one counted; for a window algorithm, no earlier
+// than its window's start. They count what each request counted. A debit
+// that did not fit counts up to its bound. A token bucket counts in µs of
+// arrival time.
 func (r *runner) admit(desc string, q Req, in *info, fit bool) *Failure {
 	l, n := q.Limit, q.Cost
 	at := r.now
@@ -131,10 +132,10 @@ func windowStart(l redlimit.Limit, t int64) int64 {
 	return floorDiv(t, W) * W
 }
 
-// bound checks that the admissions in hist, the last one just made under l,
-// stay within l: per window for the fixed and sliding windows, in every
-// period-long interval for the sliding log, burst plus what the rate earns
-// for the token bucket.
+// bound checks that the admissions in hist stay within l; the last one
+// was just made under l. The fixed and sliding windows hold per window.
+// The sliding log holds in every period-long interval. The token bucket
+// holds burst plus what the rate earns.
 func (r *runner) bound(desc string, l redlimit.Limit, hist []stamp) *Failure {
 	last := hist[len(hist)-1]
 	W := l.Period.Microseconds()

@@ -12,13 +12,13 @@ import (
 type Target struct {
 	Name    string
 	Limiter redlimit.Limiter
-	// Split says an AllowAll over several keys is decided per key and what
-	// it consumed refunded if one denied (Redis Cluster). Its refund of a
-	// token bucket that was full leaves the theoretical arrival time at the
-	// decision's instant, not before it as the others do (see redisstore's
-	// refund): until a later admission, a clock that then goes back finds
-	// the bucket stricter there, and the run stops comparing that target's
-	// answers for the bucket with the others'.
+	// Split says an AllowAll over several keys is decided per key, and
+	// what it consumed is refunded if one denied (Redis Cluster). Its
+	// refund of a token bucket that was full leaves the theoretical
+	// arrival time at the decision's instant. The others leave it before
+	// (see redisstore's refund). Until a later admission, a clock that
+	// then goes back finds the bucket stricter there. The run then stops
+	// comparing that target's answers for the bucket with the others'.
 	Split bool
 	// Refused, if set, returns how many requests the store has refused for
 	// want of room (a bounded memory store): a request refused during an

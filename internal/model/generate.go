@@ -11,14 +11,14 @@ import (
 	"github.com/redlimit/redlimit/redlimittest"
 )
 
-// A sequence is decoded from a byte string, so that the fuzzer's mutations
-// of the bytes become other sequences, and the seeded runs are random byte
-// strings from fixed seeds. Each choice reads one byte (or eight for a
-// number over a wide range); a string that runs out reads zeros, and the
+// A sequence is decoded from a byte string. So the fuzzer's mutations of
+// the bytes become other sequences. The seeded runs are random byte
+// strings from fixed seeds. Each choice reads one byte, or eight for a
+// number over a wide range. A string that runs out reads zeros, and the
 // sequence ends with it. Choices are biased towards the edges where the
-// arithmetic turns: a cost of 1, around the limit, at the limit, above it,
-// the largest; periods and counts at their bounds; time to a window's
-// boundary, to a RetryAfter, or back.
+// arithmetic turns. Costs are 1, around the limit, at the limit, above
+// it, or the largest. Periods and counts sit at their bounds. Time goes
+// to a window's boundary, to a RetryAfter, or back.
 
 // source reads choices from a byte string.
 type source struct {

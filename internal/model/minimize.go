@@ -9,10 +9,10 @@ import (
 // must not have been used by an earlier run.
 type NewEnv func(t testing.TB) Env
 
-// Check runs the sequence data decodes to in a fresh Env from newEnv, and on
-// a failure fails t with it, and with the shortest sequence that still fails
-// the same check, which it finds by replaying shorter ones (for at most
-// about ten seconds).
+// Check runs the sequence data decodes to in a fresh Env from newEnv. On a
+// failure it fails t with it. It also gives the shortest sequence that
+// still fails the same check. It finds it by replaying shorter ones, for a
+// bounded time.
 func Check(t testing.TB, newEnv NewEnv, data []byte, opts Options) {
 	t.Helper()
 	f := Run(newEnv(t), data, opts)
@@ -25,9 +25,9 @@ func Check(t testing.TB, newEnv NewEnv, data []byte, opts Options) {
 }
 
 // Minimize returns the failure of the shortest sequence it finds, within
-// budget, that fails the same check as f: it drops runs of operations, halving
-// their length down to one, and keeps each drop after which the check still
-// fails.
+// budget, that fails the same check as f. It drops runs of operations,
+// halving their length down to one. It keeps each drop after which the
+// check still fails.
 func Minimize(t testing.TB, newEnv NewEnv, f *Failure, budget time.Duration) *Failure {
 	deadline := time.Now().Add(budget)
 	best := f

@@ -14,34 +14,36 @@ import (
 	"github.com/redlimit/redlimit/internal/micros"
 )
 
-// Model is the reference limiter: each algorithm written from its
-// definition over the plainest state that holds it, for the stores to be
-// compared with. It keeps every admitted request (a sliding log is a list of
-// timestamps, a fixed or sliding window a map from window index to count),
-// so it is slow and unbounded, and it never forgets anything: what has
+// Model is the reference limiter. Each algorithm is written from its
+// definition over the plainest state that holds it. The stores are
+// compared with it. It keeps every admitted request: a sliding log is a
+// list of timestamps, a fixed or sliding window a map from window index to
+// count. So it is slow and unbounded. It never forgets anything: what has
 // expired simply counts for nothing. It is safe for concurrent use.
 //
 // The rules the stores document where the definitions leave a choice:
 //   - a limit whose Count or Burst changed keeps the state already made,
 //     judged by the new limit, with Remaining never below 0;
-//   - a request at an instant before what the key has recorded (a clock
-//     that went back): the fixed and sliding windows count it in the key's
-//     latest window, as if made at that window's start; the sliding log
-//     decides it at, and stamps it with, the time of its newest entry; the
+//   - a request at an instant before what the key has recorded: a clock
+//     that went back. The fixed and sliding windows count it in the key's
+//     latest window, as if made at that window's start. The sliding log
+//     decides it at, and stamps it with, the time of its newest entry. The
 //     token bucket's theoretical arrival time never goes back.
 //
-// Debits ([redlimit.Request.Debit]) are counted whatever the decision: one
-// that fits as an admission is; one that does not up to the bounds
-// [redlimit.MaxCost] documents, judged by the request's limit (a window's
-// count, or the log's units of the period, at most Count + MaxCost; a
-// bucket's arrival time at most Burst*T + MaxPeriod ahead of now and 2^53
-// µs after the epoch, and never moved back). Its Result is the answer for the key after it was counted:
-// the admission's if it fit, else what Peek of the same cost answers then.
-// A sliding log keeps one stamp per instant, and after a debit moves the
-// units of its oldest live stamp into the next while the live stamps after
-// the oldest hold at least Count units, at most twice: those units could
-// no longer change an answer under that Count, and this keeps the stores'
-// logs bounded; the stores do exactly the same.
+// Debits ([redlimit.Request.Debit]) are counted whatever the decision. One
+// that fits is counted as an admission is. One that does not is counted up
+// to the bounds [redlimit.MaxCost] documents, judged by the request's
+// limit. A window's count, or the log's units of the period, go up to
+// Count + MaxCost. A bucket's arrival time goes at most Burst*T +
+// MaxPeriod ahead of now, and 2^53 µs after the epoch. It is never moved
+// back. A debit's Result is the answer for the key after it was counted.
+// That is the admission's if it fit, else what Peek of the same cost
+// answers then. A sliding log keeps one stamp per instant. After a debit,
+// it moves the units of its oldest live stamp into the next, at most
+// twice. It does so while the live stamps after the oldest hold at least
+// Count units. Those units could no longer change an answer under that
+// Count. This keeps the stores' logs bounded; the stores do exactly the
+// same.
 //
 // RetryAfter is found by its definition where no formula is plain: the
 // first instant at which the same request would pass, if nothing else
@@ -177,9 +179,9 @@ func (m *Model) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit
 }
 
 // DebitAt counts a debit of cost n under limit at now (µs), as a request
-// with Debit does, and returns its Result and what it counted: units of
-// cost (a window's, a log's), or µs of arrival time (a bucket's). The limit
-// must be valid.
+// with Debit does. It returns its Result and what it counted: units of
+// cost (a window's, a log's), or µs of arrival time (a bucket's). The
+// limit must be valid.
 func (m *Model) DebitAt(key string, limit redlimit.Limit, n, now int64) (redlimit.Result, int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -480,13 +482,14 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// slidingWindow: the sliding window counter. The estimate at an instant is
-// its window's count plus the previous window's, weighted by the part of
-// the previous window still within one period of it; a request passes
-// while the estimate plus its cost is at most Count, and Remaining is what
-// the estimate leaves, rounded down. (A request before the key's latest
-// window counts at that window's start.) The estimate is a rational number;
-// it is kept exactly, in units of 1/W, with big integers.
+// slidingWindow: the sliding window counter. The estimate at an instant
+// is its window's count plus the previous window's, weighted. The weight
+// is the part of the previous window still within one period of it. A
+// request passes while the estimate plus its cost is at most Count.
+// Remaining is what the estimate leaves, rounded down. A request before
+// the key's latest window counts at that window's start. The estimate is
+// a rational number. It is kept exactly, in units of 1/W, with big
+// integers.
 func slidingWindow(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
 	W, L := l.Period.Microseconds(), l.Count
 	w := st.window(l, now)
@@ -549,11 +552,11 @@ func (st *state) estimate(l redlimit.Limit, at int64) *big.Int {
 	return est.Add(est, new(big.Int).Mul(big.NewInt(st.windows[w-1]), big.NewInt(W-elapsed)))
 }
 
-// tokenBucket: GCRA. Every unit of cost pushes the theoretical arrival time
-// (TAT, never earlier than now, never moved back) one emission interval T
-// later; a request passes if its TAT stays within the tolerance tau =
-// Burst*T of now. Burst units pass at once from idle, and a unit is earned
-// back every T.
+// tokenBucket: GCRA. Every unit of cost pushes the theoretical arrival
+// time (TAT) one emission interval T later. The TAT is never earlier than
+// now, and never moved back. A request passes if its TAT stays within the
+// tolerance tau = Burst*T of now. Burst units pass at once from idle, and
+// a unit is earned back every T.
 func tokenBucket(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
 	T := l.EmissionInterval()
 	tau := l.Burst * T

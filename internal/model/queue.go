@@ -61,10 +61,10 @@ func (m *Model) Unqueue(ctx context.Context, t redlimit.Turn) (bool, error) {
 }
 
 // queue runs a Queue or Unqueue op on the targets, which must all be
-// [redlimit.Queuer]s, and
-// checks that they and the model agree, and that a queued turn stays
-// within the bucket's bound at the instant it is admitted at. An op on
-// a state where a Split target may differ is skipped.
+// [redlimit.Queuer]s. It checks that they and the model agree. It checks
+// that a queued turn stays within the bucket's bound at the instant it is
+// admitted at. An op on a state where a Split target may differ is
+// skipped.
 func (r *runner) queue(op Op) *Failure {
 	q := op.Reqs[0]
 	desc := op.describe(r.env.Key)

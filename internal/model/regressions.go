@@ -56,12 +56,10 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here: the memory store kept one window per fixed (or
-		// sliding) window state, and a clock that stepped back across a
-		// boundary moved it to the earlier window and forgot the later
-		// one's count, so that when the clock came forward again the later
-		// window admitted its limit a second time. By the rule for a clock
-		// that goes back, the request counts in the key's latest window.
+		// A clock steps back across a fixed window's boundary. The
+		// request counts in the key's latest window, by the rule for a
+		// clock that goes back. The later window keeps its count, so it
+		// never admits its limit twice.
 		Name: "memory fixed window forgets a later window after a clock step back",
 		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
 			{10 * time.Millisecond, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 3, false}}},
@@ -70,9 +68,8 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here: Reset deleted the memory store's whole state but only
-		// the current window's counter on Redis, so that after a clock step
-		// back an earlier window's count was still there on Redis alone.
+		// Reset deletes a key's whole state, every window included. A
+		// clock step back after it finds no earlier window's count.
 		Name: "reset then a clock step back",
 		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
 			{5 * time.Millisecond, Allow, []Req{{0, redlimit.Per(3, 10*time.Millisecond).FixedWindow(), 3, false}}},
@@ -81,10 +78,10 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here, Redis Cluster only: a denied AllowAll commits and
-		// refunds the groups that allowed, and the commit trimmed a sliding
-		// log's expired entries, which the refund did not restore: after a
-		// clock step back they no longer counted on the cluster alone.
+		// Redis Cluster: a denied AllowAll commits and refunds the groups
+		// that allowed. The commit may trim a sliding log's expired
+		// entries. After a clock step back, the log still answers as the
+		// other stores do.
 		Name: "cluster refund keeps a sliding log's trim",
 		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
 			{0, Allow, []Req{{0, redlimit.Per(1, 100*time.Millisecond).SlidingLog(), 1, false}}},
@@ -93,10 +90,10 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here: the Redis token bucket computed TAT + cost*T in a
-		// float64; at an empty bucket with a tolerance near 2^52 µs that
-		// passed 2^53 and rounded, and RetryAfter was 1 µs off the memory
-		// store's (an odd start instant makes the sum odd).
+		// An empty token bucket with a tolerance near 2^52 µs. TAT +
+		// cost*T would pass 2^53, which a float64 rounds. RetryAfter must
+		// match the memory store's exactly. An odd start instant makes the
+		// sum odd.
 		Name: "token bucket RetryAfter rounded beyond 2^53",
 		Seq: Sequence{Start: redlimittest.T0.Add(micro), Ops: []Op{
 			{0, Allow, []Req{{0, redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(14), 14, false}}},
@@ -104,10 +101,9 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here, Redis Cluster only: the refund after a denial removed
-		// a sliding log's members with ZREM unpack(...), one Lua value per
-		// unit of cost, which failed above about 8,000: AllowAll returned
-		// an error and the allowed group's cost stayed consumed.
+		// Redis Cluster: the refund after a denial gives back a large
+		// sliding log cost. Its work must not grow with the cost, which
+		// Lua's unpack limits.
 		Name: "cluster refund of a large sliding log cost",
 		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
 			{0, AllowAll, []Req{{0, redlimit.PerMinute(10000).SlidingLog(), 9000, false}, {1, redlimit.PerMinute(1).FixedWindow(), 2, false}}},
@@ -115,18 +111,16 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here: where count * period passes 2^53 (100,000 a year
-		// does), the sliding window's float64 products rounded, and a
-		// denial could come with a RetryAfter of 0, or name an instant at
-		// which the same cost was still denied.
+		// count * period passes 2^53: 100,000 a year does. A float64
+		// product would round. A denial must name a RetryAfter at which
+		// the same cost passes.
 		Name: "sliding window RetryAfter at 100,000 a year",
 		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
 			{36201760916775 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 4248, false}}},
 			{37228926248805 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 21795, false}}},
 			{38846807488735 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 31405, false}}},
 			{44485055905463 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 21065, false}}},
-			// Denied, RetryAfter 4671h9m1.505327s; at that instant the same
-			// cost was denied again, with a RetryAfter of 0.
+			// Denied. At its RetryAfter the same cost must pass.
 			{53229391467047 * micro, Allow, []Req{{0, redlimit.Per(100000, 8760*time.Hour), 31519, false}}},
 		}},
 	},
@@ -139,11 +133,10 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here: after a clock step back, a token bucket's arrival
-		// time can be more than the tolerance ahead of now, and the Redis
-		// scripts' d + cost*T passed 2^53 (here 2^53 + 1) and rounded:
-		// RetryAfter was 1 µs short of the memory store's. The tolerance
-		// is 2^52 µs, the most a limit may have.
+		// After a clock step back, a token bucket's arrival time can be
+		// more than the tolerance ahead of now. d + cost*T then passes
+		// 2^53 (here 2^53 + 1). RetryAfter must match the memory store's
+		// exactly. The tolerance is 2^52 µs, the most a limit may have.
 		Name: "token bucket RetryAfter beyond 2^53 after a clock step back",
 		Seq: Sequence{Start: redlimittest.T0, Ops: []Op{
 			{micro, Allow, []Req{{0, redlimit.Per(1, 1<<32*micro).TokenBucket(1 << 20), 1 << 20, false}}},
@@ -151,9 +144,9 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found here: a reference that weighed the previous window in
-		// float64 answered a Remaining 1 above the exact one, at a count
-		// near MaxCount over a year (the stores' exact answer stands).
+		// A count near MaxCount over a year. The reference weighs the
+		// previous window exactly, as the stores do. A float64 weight
+		// would answer a Remaining 1 too high.
 		Name: "sliding window Remaining at a count near MaxCount",
 		Seq: Sequence{Start: time.UnixMicro(1700009712802943), Ops: []Op{
 			{4956 * micro, Allow, []Req{{2, redlimit.Per(1099511627775, 8760*time.Hour), 3, false}}},
@@ -161,11 +154,10 @@ var Regressions = []Regression{
 		}},
 	},
 	{
-		// Found by FuzzModel on Redis when the stores met: a token bucket's
-		// debit set its arrival time up to now + tau + MaxPeriod, which
-		// passed 2^53 µs at a late instant with a tolerance near 2^52, and
-		// Redis rounded it 1 µs off the memory store's. The arrival time
-		// now stays at most 2^53 µs after the epoch.
+		// A token bucket's debit at a late instant, with a tolerance near
+		// 2^52. now + tau + MaxPeriod passes 2^53 µs. The arrival time
+		// stays at most 2^53 µs after the epoch, so Redis computes it
+		// exactly.
 		Name: "token bucket debit arrival time beyond 2^53",
 		Seq: Sequence{Start: time.UnixMicro(1699999980000001), Ops: []Op{
 			{2803599647370495 * micro, Allow, []Req{{0, redlimit.Per(2, 87840*time.Hour).TokenBucket(28), 3, false}}},

@@ -69,10 +69,10 @@ type info struct {
 	admitted bool
 	admitAt  int64
 	// refundAt, if not 0, is where a Split target's refund left a full
-	// token bucket's arrival time, later than the others have it, until
-	// an admission at or after it; split says a request was decided
-	// before it since, so the Split targets' state differs from the
-	// others' (until a reset).
+	// token bucket's arrival time. It is later than the others have it,
+	// until an admission at or after it. split says a request was decided
+	// before it since. So the Split targets' state differs from the
+	// others', until a reset.
 	refundAt int64
 	split    bool
 	last     int64   // the last Remaining answered
@@ -419,10 +419,11 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 }
 
 // refunds reports whether a Split target's refund of request i of the
-// denied AllowAll op, whose reference answer is d, leaves a token bucket's
-// arrival time later than the other targets have it: the request is a
-// token bucket that was full, on a key of several in op, and every request
-// on its key was allowed (so that key's group committed, and refunded).
+// denied AllowAll op leaves a token bucket's arrival time later than the
+// other targets have it. d is the op's reference answer. That happens
+// when the request is a token bucket that was full, on a key of several
+// in op. Every request on its key must have been allowed. Then that key's
+// group committed, and refunded.
 func (r *runner) refunds(op Op, d redlimit.Decision, i int) bool {
 	q := op.Reqs[i]
 	if q.Limit.Algorithm != redlimit.TokenBucket || !slices.ContainsFunc(r.env.Targets, func(t Target) bool { return t.Split }) {
