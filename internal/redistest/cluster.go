@@ -78,10 +78,10 @@ func StartCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 }
 
 // NewCluster starts Masters*(1+ReplicasPerMaster) cluster-enabled
-// redis-server processes, joins them with `redis-cli --cluster create`
-// and waits (up to 30s) until the cluster is healthy: cluster_state:ok on
-// every node, all 16384 slots assigned and every replica's link to its
-// master up. The caller must call Stop.
+// redis-server processes. It joins them with `redis-cli --cluster create`.
+// It waits, for a bounded time, until the cluster is healthy. Then every
+// node has cluster_state:ok, all 16384 slots are assigned, and every
+// replica's link to its master is up. The caller must call Stop.
 func NewCluster(opts ClusterOptions) (*Cluster, error) {
 	_, cli, err := binaries()
 	if err != nil {
@@ -360,10 +360,10 @@ func (c *Cluster) DistinctMasters(n int) ([]string, []*Server, error) {
 	return ids, masters, nil
 }
 
-// WaitHealthy waits until every running (not paused) node reports
-// cluster_state:ok with all 16384 slots assigned and ok, all of them agree
-// on which master serves which slots, no running node is flagged as
-// failing, and every running replica's link to its master is up.
+// WaitHealthy waits until the running (not paused) nodes are healthy.
+// Each reports cluster_state:ok with all 16384 slots assigned and ok. All
+// agree on which master serves which slots. None is flagged as failing.
+// Every running replica's link to its master is up.
 func (c *Cluster) WaitHealthy(timeout time.Duration) error {
 	start := time.Now()
 	if problem := waitUntil(timeout, c.health); problem != nil {

@@ -53,13 +53,12 @@ type SentinelGroup struct {
 
 // StartSentinelGroup starts a master, a replica of it and three sentinels
 // monitoring the master under name, stopped when tb ends. The sentinels
-// fail over quickly: quorum 2, the master is down after 1 s without a reply
-// (down-after-milliseconds), and a failover that did not complete is tried
-// again after 4 s (twice failover-timeout). It returns once the replica is
-// in sync and every sentinel knows the replica and the two other
-// sentinels, so that a master killed from then on is failed over to the
-// replica. If the group cannot be started, StartSentinelGroup calls
-// tb.Fatalf.
+// fail over quickly. The quorum is 2. The master is down after 1 s without
+// a reply (down-after-milliseconds). A failover that did not complete is
+// tried again after twice failover-timeout. It returns once the replica is
+// in sync and every sentinel knows the replica and the other sentinels. So
+// a master killed from then on is failed over to the replica. If the
+// group cannot be started, StartSentinelGroup calls tb.Fatalf.
 func StartSentinelGroup(tb testing.TB, name string) *SentinelGroup {
 	tb.Helper()
 	// Without the delay, a replica syncs at once rather than 5 s later
@@ -181,9 +180,9 @@ type TLSServer struct {
 	CAFile string
 }
 
-// StartTLS starts a redis-server with a TLS port (certificate for
-// 127.0.0.1 signed by a CA made for the test; clients need no certificate)
-// beside its plain one, stopped when tb ends.
+// StartTLS starts a redis-server with a TLS port beside its plain one,
+// stopped when tb ends. The certificate is for 127.0.0.1, signed by a CA
+// made for the test. Clients need no certificate.
 func StartTLS(tb testing.TB) *TLSServer {
 	tb.Helper()
 	dir := tb.TempDir()

@@ -10,11 +10,10 @@ import (
 )
 
 // Exclusive holds, until tb ends, a lock that every test binary on the
-// machine shares: the fault tests that time a failover or bound what it
-// over-admits take it, so that two of them, in packages go test runs at
-// once, do not measure each other's load on a small machine (two such
-// tests at once took a key 316 above its limit where the bound is 300).
-// Other tests still run beside them.
+// machine shares. The fault tests that time a failover, or bound what it
+// over-admits, take it. go test may run them in packages at once. On a
+// small machine they would measure each other's load. Other tests still
+// run beside them.
 func Exclusive(tb testing.TB) {
 	tb.Helper()
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "redlimit-redistest-fault.lock"), os.O_CREATE|os.O_RDWR, 0o600)

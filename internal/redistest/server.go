@@ -76,12 +76,15 @@ func (s *Server) Port() int { return s.port }
 // redis.log (and nodes.conf for cluster nodes).
 func (s *Server) Dir() string { return s.dir }
 
-// Do runs one command on a new raw RESP connection (dial timeout 1s,
-// overall deadline 5s) and returns the reply rendered as text: simple and
-// bulk strings as they are, integers in decimal, nil as "", arrays
-// flattened with one element per line joined by "\n". A Redis error reply
-// is returned as a ReplyError holding the message. If the server was
-// started with --requirepass, Do authenticates first.
+// Do runs one command on a new raw RESP connection, with short timeouts.
+// It returns the reply rendered as text:
+//   - simple and bulk strings as they are;
+//   - integers in decimal;
+//   - nil as "";
+//   - arrays flattened, one element per line, joined by "\n".
+//
+// A Redis error reply is returned as a ReplyError holding the message. If
+// the server was started with --requirepass, Do authenticates first.
 func (s *Server) Do(args ...string) (string, error) {
 	return do(s.Addr(), s.password, doDialTimeout, doDeadline, args...)
 }

@@ -127,9 +127,9 @@ func (v *Verdict[R]) Quotas() []ratelimitfield.Quota {
 	return q
 }
 
-// Denied returns the indices of the enforced rules that denied, in order,
-// and that of the one among them with the longest RetryAfter (the first of
-// equals), or -1 if none did.
+// Denied returns the indices of the enforced rules that denied, in order.
+// It also returns the index of the one with the longest RetryAfter, the
+// first of equals; -1 if none denied.
 func (v *Verdict[R]) Denied() (denied []int, worst int) {
 	worst = -1
 	if v.Allowed {
@@ -147,10 +147,11 @@ func (v *Verdict[R]) Denied() (denied []int, worst int) {
 	return denied, worst
 }
 
-// Ended returns the error of ctx if it has ended or reached its deadline (a
-// client library may give up at the deadline a moment before ctx's own
-// timer marks it done), or nil: a request whose limiter call failed because
-// its own caller left is refused, not served as a limiter failure.
+// Ended returns the error of ctx if it has ended or reached its deadline,
+// or nil. A client library may give up at the deadline a moment before
+// ctx's own timer marks it done. A request whose limiter call failed
+// because its own caller left is refused. It is not served as a limiter
+// failure.
 func Ended(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

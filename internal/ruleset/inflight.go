@@ -32,13 +32,14 @@ func validateHeld[R any](k *Kind, r Rule[R]) error {
 	return nil
 }
 
-// Hold holds a slot of every in-flight rule of s whose Route is empty or
-// route and whose key function keys req (an error wrapping ErrNoKey skips
-// the rule), in order, until release is called. A rule whose slots are
-// all held denies: its lease says when to retry, and the slots taken
-// before it are released. A key function's other error or an empty key
-// returns that rule and the error (see KeyFailed); so does the store's. On denial
-// or error, release does nothing.
+// Hold holds a slot of every in-flight rule of s that applies, in order,
+// until release is called. A rule applies if its Route is empty or route,
+// and its key function keys req. An error wrapping ErrNoKey skips the
+// rule. A rule whose slots are all held denies. Its lease says when to
+// retry, and the slots taken before it are released. A key function's
+// other error, or an empty key, returns that rule and the error (see
+// KeyFailed). So does the store's error. On denial or error, release does
+// nothing.
 func (s *Set[R]) Hold(ctx context.Context, sem redlimit.Semaphore, req R, route string) (release func(), rule *Rule[R], l redlimit.Lease, err error) {
 	var held []func()
 	release = func() {

@@ -75,7 +75,7 @@ func Or[R any, F ~func(R) (string, error)](keys ...F) F {
 }
 
 // Hashed returns a key function whose key is the first 128 bits of the
-// SHA-256 of key's, in hex: fixed in size, and neither the store nor the
+// SHA-256 of key's, in hex. It is fixed in size. Neither the store nor the
 // logs see the original.
 func Hashed[R any, F ~func(R) (string, error)](key F) F {
 	return func(r R) (string, error) {

@@ -1,8 +1,9 @@
-// Package ruleset is the rule engine that httplimit and grpclimit share:
-// named rules with a key function over the request type R, their validation,
-// the keying of one request, its decision (enforced and shadow rules as
-// package shadow decides them), the key function combinators
-// [Compose], [Or] and [Hashed], [ErrNoKey] and the user in a context.
+// Package ruleset is the rule engine that httplimit and grpclimit share.
+// It holds named rules with a key function over the request type R, and
+// their validation. It keys one request and decides it: enforced and
+// shadow rules, as package shadow decides them. It has the key function
+// combinators [Compose], [Or] and [Hashed], [ErrNoKey], and the user in a
+// context.
 //
 // R is *http.Request for httplimit and the context and method of a call for
 // grpclimit. The errors and log messages are those of the package a [Kind]
@@ -80,10 +81,11 @@ type Set[R any] struct {
 }
 
 // New validates rules and returns them as a set. It reports an error
-// wrapping k.ErrNoRules for no rules, k.ErrInvalidRule for a bad name,
-// a duplicate name, a missing key function, a bad cost or more than
-// [redlimit.MaxRequests] rules (enforced and shadow rules are decided in one
-// AllowAll), and the redlimit sentinel errors for a bad limit.
+// wrapping k.ErrNoRules for no rules. It wraps k.ErrInvalidRule for a bad
+// name, a duplicate name, a missing key function, or a bad cost. It does
+// so too for more than [redlimit.MaxRequests] rules: enforced and shadow
+// rules are decided in one AllowAll. A bad limit gets the redlimit
+// sentinel errors.
 func New[R any](k *Kind, rules []Rule[R]) (*Set[R], error) {
 	if len(rules) == 0 {
 		return nil, k.ErrNoRules
@@ -169,16 +171,16 @@ func validName(k *Kind, name string) error {
 	return nil
 }
 
-// Apply keys req by every rule of s whose Route is empty or route, and
-// returns those that apply to it, in order, each with its limiter key (the
-// rule's name, ':' and the key), its limit and its cost. A rule whose key,
-// limit or cost function returns an error wrapping [ErrNoKey] does not
-// apply. Any other error, an empty key, a bad limit or a cost outside
-// 1..[redlimit.MaxCost] stops Apply, which returns the rule and the error:
-// the request cannot be decided. A shadow rule is a dry run, which never
-// refuses a request: its error does not stop Apply, the rule does not
-// apply, and shadowKeyErr (if not nil) is called with the rule and the
-// error, to log it.
+// Apply keys req by every rule of s whose Route is empty or route. It
+// returns those that apply to it, in order. Each comes with its limiter
+// key (the rule's name, ':' and the key), its limit and its cost. A rule
+// whose key, limit or cost function returns an error wrapping [ErrNoKey]
+// does not apply. Other failures stop Apply: any other error, an empty
+// key, a bad limit, or a cost outside 1..[redlimit.MaxCost]. Apply then
+// returns the rule and the error: the request cannot be decided. A shadow
+// rule is a dry run, which never refuses a request. Its error does not
+// stop Apply, and the rule does not apply. shadowKeyErr (if not nil) is
+// called with the rule and the error, to log it.
 func (s *Set[R]) Apply(req R, route string, shadowKeyErr func(*Rule[R], error)) ([]Applied[R], *Rule[R], error) {
 	applied := make([]Applied[R], 0, len(s.Rules))
 	for i := range s.Rules {

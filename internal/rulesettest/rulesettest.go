@@ -30,10 +30,10 @@ type Stores struct {
 	now    func() time.Time
 }
 
-// NewStores returns a memory store and a Redis store on the shared server,
-// with a key prefix that starts with pkg and is this test's own, both
-// reading now, or the real clock if now is nil. They are closed when t
-// ends. The test binary's TestMain must call redistest.Main.
+// NewStores returns a memory store and a Redis store on the shared server.
+// Their key prefix starts with pkg and is this test's own. Both read now,
+// or the real clock if now is nil. They are closed when t ends. The test
+// binary's TestMain must call redistest.Main.
 func NewStores(t testing.TB, pkg string, now func() time.Time) Stores {
 	t.Helper()
 	var mopts []memory.Option
