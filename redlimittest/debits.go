@@ -14,10 +14,10 @@ const us = time.Microsecond
 // of MaxCost count 1.5 MaxCost, not 2, and the weighting says which.
 var big = redlimit.Per(1<<39, time.Second)
 
-// debitScenarios are steps with debits ([redlimit.Request.Debit]): a debit is
-// counted whether it fits or not, takes its key into debt, and its Result
-// describes the key after it was counted; the debt drains as the algorithm
-// drains any use, and is bounded (see [redlimit.MaxCost]).
+// debitScenarios are steps with debits ([redlimit.Request.Debit]). A
+// debit is counted whether it fits or not, and takes its key into debt.
+// Its Result describes the key after it was counted. The debt drains as
+// the algorithm drains any use, and is bounded (see [redlimit.MaxCost]).
 var debitScenarios = []scenario{
 	{"fixed_window", []step{
 		// A debit that does not fit is counted all the same: 5 of 3.
@@ -95,8 +95,8 @@ func runDebits(t *testing.T, newStore NewStore) {
 }
 
 // runDebitMixed: in one decision, an admission that does not fit is not
-// counted while a debit is; a debit that does not fit denies the decision,
-// and the admissions in it are not counted.
+// counted, while a debit is. A debit that does not fit denies the
+// decision, and the admissions in it are not counted.
 func runDebitMixed(t *testing.T, newStore NewStore) {
 	t.Parallel()
 	clock := NewClock(T0)
@@ -171,9 +171,9 @@ func runDebitMixed(t *testing.T, newStore NewStore) {
 	}
 }
 
-// runDebitFlood: a thousand debits of one unit at distinct microseconds on
-// one sliding log of 3 per second; decisions stay exact to the microsecond,
-// whatever the store keeps of the log.
+// runDebitFlood: a thousand debits of one unit at distinct microseconds,
+// on one sliding log of 3 per second. Decisions stay exact to the
+// microsecond, whatever the store keeps of the log.
 func runDebitFlood(t *testing.T, newStore NewStore) {
 	t.Parallel()
 	clock := NewClock(T0)

@@ -1,7 +1,7 @@
 // Package redlimittest is the conformance suite every [redlimit.Limiter]
-// store runs, in the manner of testing/slogtest: one table of steps over
-// fixed instants, the same for the memory store and for Redis through each
-// client library, so a new store proves itself the same way.
+// store runs, in the manner of testing/slogtest. It is one table of steps
+// over fixed instants. The memory store and Redis, through each client
+// library, run the same table. A new store proves itself the same way.
 //
 //	func TestConformance(t *testing.T) {
 //		redlimittest.Run(t, func(t *testing.T, now func() time.Time) redlimit.Limiter {
@@ -16,7 +16,7 @@
 //
 // The factory must return a store that reads the time from now. Run gives
 // every key a random suffix, so stores may share a backend between runs.
-// The steps jump between instants faster than real time passes; a store
+// The steps jump between instants faster than real time passes. A store
 // that expires state on its own clock (Redis TTLs) should lengthen its
 // expiry for the run (redisstore.WithTTLMargin).
 package redlimittest

@@ -8,9 +8,9 @@ import (
 )
 
 // runGrantOwnsRequests: a Grant keeps the requests Admit decided, not the
-// caller's slice: a caller that reuses its slice after Admit (a pool, a
-// loop's buffer) still has its Refund give back to the keys admitted, not
-// to whatever the slice holds by then. Stores that are not a
+// caller's slice. A caller may reuse its slice after Admit: a pool, a
+// loop's buffer. Its Refund still gives back to the keys admitted, not to
+// whatever the slice holds by then. Stores that are not a
 // [redlimit.Refunder] skip it.
 func runGrantOwnsRequests(t *testing.T, newStore NewStore) {
 	clock := NewClock(T0)

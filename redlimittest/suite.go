@@ -395,10 +395,10 @@ func runConcurrent(t *testing.T, newStore NewStore) {
 }
 
 // runClockOutOfRange drives a store's clock outside the times it computes
-// exactly (the Unix epoch to 2^52 µs): before the epoch, past 2^52 and
-// 2^53 µs, and to the largest time.Time a Unix microsecond count holds.
-// Such a time reads as the nearest bound, where time stands still: no
-// limit admits more than its count, and nothing errs or panics.
+// exactly: the Unix epoch to 2^52 µs. It goes before the epoch, past 2^52
+// and 2^53 µs, and to the largest time.Time a Unix microsecond count
+// holds. Such a time reads as the nearest bound, where time stands still.
+// No limit admits more than its count, and nothing errs or panics.
 func runClockOutOfRange(t *testing.T, newStore NewStore) {
 	limits := []redlimit.Limit{
 		redlimit.PerHour(3).FixedWindow(),

@@ -1,7 +1,10 @@
-// Command api is a small JSON API rate limited with httplimit: 5 requests a
-// second per client IP for everyone, 100 a minute per user for clients with
-// an API key (the X-API-Key header), and 10 writes a minute per user or IP,
-// all decided together in one call to the store.
+// Command api is a small JSON API rate limited with httplimit. Its limits:
+//   - 5 requests a second per client IP, for everyone;
+//   - 100 a minute per user, for clients with an API key (the X-API-Key
+//     header);
+//   - 10 writes a minute per user or IP.
+//
+// One call to the store decides them all together.
 //
 //	go run ./examples/api                              # in-memory store
 //	go run ./examples/api -redis redis://127.0.0.1:6379  # shared Redis store

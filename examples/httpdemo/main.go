@@ -1,6 +1,7 @@
-// Command httpdemo is a small JSON API rate limited with redlimit: 5 requests
-// a second per client IP, and 100 a minute per API key (the X-API-Key header)
-// when one is given, decided together with [redlimit.Limiter.AllowAll].
+// Command httpdemo is a small JSON API rate limited with redlimit. It
+// allows 5 requests a second per client IP. With an API key (the X-API-Key
+// header), it also allows 100 a minute per key. [redlimit.Limiter.AllowAll]
+// decides them together.
 //
 //	go run ./examples/httpdemo                          # in-memory store
 //	go run ./examples/httpdemo -redis 127.0.0.1:6379    # shared Redis store
