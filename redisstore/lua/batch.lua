@@ -1,52 +1,58 @@
 -- The one decision script: a batch of entries, decided in the order given,
--- one after another, at one instant (TIME read once by the prelude). An
--- entry is what a call of the Store sends: one decision of one limit
--- (AllowN, Peek) or a run of identical ones, a decision of several limits
--- (AllowAll, Admit), a reset, a refund, or a debit counted once. A lone
--- call is a batch of one. Each entry gets what it would get alone at that
--- instant: the script runs atomically. Joined after the prelude, every
--- algorithm's files, and loaders of the rest (see script.go).
+-- one after another, at one instant. The prelude reads TIME once. An entry
+-- is what a call of the Store sends:
+--   - one decision of one limit (AllowN, Peek), or a run of identical ones;
+--   - a decision of several limits (AllowAll, Admit);
+--   - a reset, a refund, or a debit counted once.
+-- A lone call is a batch of one. The script runs atomically. So each entry
+-- gets what it would get alone at that instant. script.go joins it after
+-- the prelude, every algorithm's files, and loaders of the rest.
 --
 -- The arguments are laid out as redisstore/wire.go writes them:
 -- ARGV[1]: the entries, three bytes each: kind, x, m. For ALLOW and PEEK,
--- x is the number of the entry's limit among the batch's limits and m how
--- many identical decisions it holds; for the other kinds, x is the number
+-- x is the number of the entry's limit among the batch's limits. m is how
+-- many identical decisions it holds. For the other kinds, x is the number
 -- of limits and m is 1.
 -- ARGV[2], ARGV[3]: the time and the TTL margin (prelude.lua).
 -- ARGV[4]: s, the number of the batch's limits.
--- ARGV[5]: '' when the keys are KEYS; otherwise their number, k, and the
--- keys follow in ARGV[6 .. 5 + k] (a Cluster node's batch, whose keys
--- span several slots, with allow-cross-slot-keys: KEYS[1] is only checked
--- by Redis before the script runs).
--- Then the s limits, four values each: algorithm (1 fixed_window,
--- 2 sliding_log, 3 sliding_window, 4 token_bucket), window µs (token
--- bucket: emission interval µs), count (token bucket: burst), cost.
+-- ARGV[5]: '' when the keys are KEYS. Otherwise their number, k; the keys
+-- follow in ARGV[6 .. 5 + k]. That is a Cluster node's batch, whose keys
+-- span several slots, with allow-cross-slot-keys. Redis checks only
+-- KEYS[1] before the script runs.
+-- Then the s limits, four values each:
+--   - algorithm: 1 fixed_window, 2 sliding_log, 3 sliding_window,
+--     4 token_bucket;
+--   - window µs; a token bucket's emission interval µs;
+--   - count; a token bucket's burst;
+--   - cost.
 -- Then each entry of another kind, in order, its values (see wire.go).
--- Keys: each entry's, in order: one for ALLOW and PEEK, x for the others,
--- two for ONCE (the limit's and its marker's).
+-- Keys: each entry's, in order. ALLOW and PEEK have one; the others x.
+-- ONCE has two: the limit's and its marker's.
 --
--- Reply: { now, then each entry's values, in order (see wire.go); an
--- entry that failed on its key answers nothing there. Then, per entry
--- that failed, in order, its number and the kind of failure (see
--- key_failure); last, how many entries failed. }
+-- Reply, in order:
+--   - now;
+--   - each entry's values (see wire.go). An entry that failed on its key
+--     answers nothing there;
+--   - per entry that failed, its number and the kind of failure (see
+--     key_failure);
+--   - how many entries failed.
 --
--- Keys in ARGV are keys Redis did not check before the script ran, and a
--- script that fails halfway keeps what it wrote: so before anything else,
--- every key of the batch is read (EXISTS), and if one is not served here
--- (its slot moved, or is migrating and the key is gone), the script
--- answers NOTOWNED and has written nothing; the store then decides the
--- batch again, slot by slot (see redisstore/pernode.go).
+-- Redis did not check the keys in ARGV before the script ran. A script
+-- that fails halfway keeps what it wrote. So before anything else, every
+-- key of the batch is read (EXISTS). One may not be served here: its slot
+-- moved, or is migrating and the key is gone. The script then answers
+-- NOTOWNED and has written nothing. The store decides the batch again,
+-- slot by slot (see redisstore/pernode.go).
 
--- one holds, by algorithm as text, each algorithm's <algorithm>_one,
--- which decides a decision alone on its key; several and more are the
--- entry functions of the other kinds (once.lua, refund.lua, lease.lua):
--- each made by the first entry that needs it (a script makes its
--- functions anew at each call: a hot key's batch needs none).
+-- one holds, by algorithm as text, each algorithm's <algorithm>_one. It
+-- decides a decision alone on its key. several and more are the entry
+-- functions of the other kinds (once.lua, refund.lua, lease.lua). The
+-- first entry that needs one makes it. A script makes its functions anew
+-- at each call, and a hot key's batch needs none.
 local one, several, more, queued, lease
 
--- other decides entry kd (not ALLOW or PEEK) of x limits, whose keys
--- follow keys[k0] and whose values start at ARGV[v], and appends its
--- values to out.
+-- other decides entry kd (not ALLOW or PEEK) of x limits. Its keys follow
+-- keys[k0], and its values start at ARGV[v]. It appends its values to out.
 local function other(kd, x, keys, k0, v, out)
   if kd == SEVERAL or kd == ADMIT or kd == ONCE then
     if several == nil then several = load_several() end
@@ -110,21 +116,22 @@ if keys == ARGV then
   end
 end
 
--- A run of consecutive decisions on one key (the store puts them
--- together, in arrival order: decisions on different keys commute; an
--- entry of m is m of them) is decided on the state read once and written
--- once, with what the calls of
--- <algorithm>_one one after another would have written: the window
--- algorithms' hash gets one HINCRBY of the run's admitted cost, with the
--- retirement and TTL of the first admission that made a new window; the
--- bucket gets its last TAT, with the TTL of the last admission; a sliding
--- log gets its admissions as one entry at t, the instant they are all made
--- at, with the TTL of the last (a log's key names its period, so the run's
--- decisions share it).
+-- A run is consecutive decisions on one key. The store puts them
+-- together, in arrival order: decisions on different keys commute. An
+-- entry of m is m of them. A run is decided on the state read once, and
+-- written once. It writes what the calls of <algorithm>_one one after
+-- another would have written:
+--   - the window algorithms' hash gets one HINCRBY of the run's admitted
+--     cost, with the retirement and TTL of the first admission that made
+--     a new window;
+--   - the bucket gets its last TAT, with the TTL of the last admission;
+--   - a sliding log gets its admissions as one entry at t, the instant
+--     they are all made at, with the TTL of the last. A log's key names
+--     its period, so the run's decisions share it.
 local out, o = { now }, 1
 
--- put..run_log, which decide entries of one limit on the state of their
--- key read once, are made by load_runs, for a batch that has such runs.
+-- put..run_log decide entries of one limit on the state of their key read
+-- once. load_runs makes them, for a batch that has such runs.
 local put, admitted, denied, run_entry, run_windows, run_bucket, run_log
 local function load_runs()
   -- put appends a decision's reply to out.
@@ -148,31 +155,31 @@ local function load_runs()
     o = o + 4
   end
 
-  -- The replies of an entry of m > 1 identical decisions go in segments,
-  -- each covering the next c of its decisions, in order:
+  -- The replies of an entry of m > 1 identical decisions go in segments.
+  -- Each covers the next c of its decisions, in order:
   --   c, remaining, reset-after, and the steps of both from one decision
-  --   to the next: c allowed decisions, the j-th (from 0) with remaining +
+  --   to the next: c allowed decisions. The j-th (from 0) has remaining +
   --   j * step and reset-after + j * step;
   --   -c, remaining, retry-after, reset-after: c denied decisions, the same.
   -- A hot key's decisions then cost Redis a segment's values, not two or
-  -- three each, and the decision of two costs, not one per decision:
+  -- three each. They cost the decision of two costs, not one per decision.
   --
-  -- run_entry decides entry k's m decisions with try(l, n), which decides a
-  -- request of limit l and cost n on the run's state as read and changed so
-  -- far (allowed, remaining, retry-after, reset-after, then what commit
-  -- needs), and commit(l, n, reset, ...), which changes that state as an
-  -- admission of it does. It relies on what every algorithm's check does at
-  -- one instant: a request that is denied, or a peek, changes nothing, so
-  -- the decisions after it are decided the same; and admitting costs a and
-  -- then b leaves the state that admitting a + b at once does, the second
-  -- admitted exactly when a + b would be, with what a + b answers. So once
-  -- the first is admitted, the other m - 1 are all admitted if they would
-  -- be as one (the last answers what the one does), each taking its cost
-  -- from the remaining and moving the reset-after by the same step (a token
-  -- bucket's, by its cost's emission; the others' not at all). Otherwise
-  -- they are decided one by one, each allowed decision a segment of its own
-  -- (a key at its limit: a few are admitted, then one denial answers the
-  -- rest).
+  -- run_entry decides entry k's m decisions with try and commit.
+  -- try(l, n) decides a request of limit l and cost n on the run's state
+  -- as read and changed so far. It returns allowed, remaining,
+  -- retry-after, reset-after, then what commit needs. commit(l, n, reset,
+  -- ...) changes that state as an admission of it does. run_entry relies
+  -- on what every algorithm's check does at one instant. A denied request,
+  -- or a peek, changes nothing, so the decisions after it are decided the
+  -- same. Admitting costs a and then b leaves the state that admitting
+  -- a + b at once does. The second is admitted exactly when a + b would
+  -- be, with what a + b answers. So once the first is admitted, the other
+  -- m - 1 are all admitted if they would be as one. The last answers what
+  -- the one does. Each takes its cost from the remaining. Each moves the
+  -- reset-after by the same step: a token bucket's by its cost's
+  -- emission, the others' not at all. Otherwise they are decided one by
+  -- one, each allowed decision a segment of its own. At its limit, a key
+  -- admits a few, then one denial answers the rest.
   function run_entry(k, try, commit)
     local l = lim[k]
     local n, m, allow = sn[l], rep[k], kind[k] == ALLOW
@@ -240,10 +247,11 @@ local function load_runs()
     if ttl ~= nil then redis.call('SET', key, token_bucket_value(tat, given, last, epoch, now), 'PX', ms(ttl)) end
   end
 
-  -- run_log decides entries i..e on the sliding log key, whose period is W.
-  -- Its admissions are one write, which trims as their writes one by one
-  -- would have: first and later (log_append), counted per admission, of
-  -- its own cost and count, when the log has something old to trim.
+  -- run_log decides entries i..e on the sliding log key, whose period is
+  -- W. Its admissions are one write. It trims as their writes one by one
+  -- would have: first and later (log_append). They are counted per
+  -- admission, of its own cost and count, when the log has something old
+  -- to trim.
   function run_log(key, i, e, W)
     local t, c, newest, top, total, base, old = log_read(key, now, W)
     local stored, last, add, seen = c, newest, 0, {}

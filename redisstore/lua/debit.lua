@@ -1,11 +1,12 @@
 -- Debits (redlimit.Request.Debit, DEBITS.md), one function per algorithm,
 -- from the state read to the result and what to write. A debit is counted
--- whether it fits or not, up to the saturation bounds below, which take
--- the request's limit at the time of the debit; its result describes the
--- key after it: allowed if it fit (then it is the admission's result), and
--- otherwise what the algorithm's check answers for the same cost on the
--- state after it. Only the decision script joins this file, so the
--- single-limit scripts do not make these functions at every call.
+-- whether it fits or not, up to the saturation bounds below. The bounds
+-- take the request's limit at the time of the debit. Its result describes
+-- the key after it. If it fit, it is allowed, and the result is the
+-- admission's. Otherwise it is what the algorithm's check answers for the
+-- same cost on the state after it. Only the decision script joins this
+-- file. So the single-limit scripts do not make these functions at every
+-- call.
 local MAX_COST = 1099511627776 -- redlimit.MaxCost, 2^40
 local MAX_PERIOD = 316224000000000 -- redlimit.MaxPeriod in µs
 
@@ -40,11 +41,11 @@ local function sliding_window_debit(now, W, L, n, lw, lc, pc)
 end
 
 -- sliding_log_debit decides a debit of n on key's log, as log_read read
--- it, and returns fit, remaining, retry-after, reset-after and the units
--- to add at t. The live units c take at most up to L + MAX_COST. The
--- retry-after of a debit that does not fit waits for the (c'+n-L)-th live
--- unit of the log after it (c' the live units then): the new entry's, at
--- t, or one of the log as read.
+-- it. It returns fit, remaining, retry-after, reset-after and the units
+-- to add at t. The live units c go at most up to L + MAX_COST. A debit
+-- that does not fit waits for the (c'+n-L)-th live unit of the log after
+-- it; c' is the live units then. That unit is the new entry's, at t, or
+-- one of the log as read.
 local function sliding_log_debit(key, now, W, L, n, t, c, newest, base)
   if c + n <= L then
     local ok, rem, retry, reset = sliding_log_check(key, now, W, L, n, t, c, newest, base, c)
@@ -66,22 +67,23 @@ end
 local LOG_MERGES = 2 -- the most entries one debit merges
 
 -- sliding_log_merges returns the members a debit of add units at t merges
--- away, after log_read (t, c, newest, top, total) under a period of W µs: the oldest
--- live entry, while the entries after it (the debit's included) hold at
--- least L units, is merged into the next one, at most LOG_MERGES times.
--- Such an entry cannot change a decision: while the entries after it live,
--- the key is denied, and a denial's retry-after waits for a unit after it;
--- and it expires before them. In the cum encoding, deleting its member
--- moves its units into the next entry. An entry that expired is never
--- merged (it is only trimmed), and neither is the one the debit adds to.
+-- away. It follows log_read (t, c, newest, top, total) under a period of
+-- W µs. The oldest live entry is merged into the next one, at most
+-- LOG_MERGES times. That happens while the entries after it, the debit's
+-- included, hold at least L units. Such an entry cannot change a
+-- decision. While the entries after it live, the key is denied. A
+-- denial's retry-after waits for a unit after it. And it expires before
+-- them. In the cum encoding, deleting its member moves its units into the
+-- next entry. An entry that expired is never merged; it is only trimmed.
+-- Nor is the one the debit adds to.
 --
--- A log thus keeps at most L live entries under a fixed L (of L + 1, the
--- oldest has L units after it), as admissions do, beside the expired ones
--- log_append has not trimmed yet (log.lua). After L was lowered, a write
--- leaves one member fewer until the log is back within.
+-- Under a fixed L, a log thus keeps at most L live entries, as admissions
+-- do. Of L + 1, the oldest has L units after it. Beside them are the
+-- expired ones log_append has not trimmed yet (log.lua). After L was
+-- lowered, a write leaves one member fewer until the log is back within.
 --
--- (With L raised later, merged units stay live longer than in an exact log:
--- a merge is exact for the count it was made under, strict above it.)
+-- With L raised later, merged units stay live longer than in an exact
+-- log. A merge is exact for the count it was made under, strict above it.
 local function sliding_log_merges(key, L, W, t, c, newest, top, total, add)
   if c == 0 then return nil end
   local rank = log_rank(key, t - W)
@@ -98,12 +100,12 @@ local function sliding_log_merges(key, L, W, t, c, newest, top, total, add)
   return gone
 end
 
--- token_bucket_debit decides a debit of n as token_bucket_check does, and
+-- token_bucket_debit decides a debit of n as token_bucket_check does. It
 -- returns fit, remaining, retry-after, reset-after, the TAT to write (nil
 -- for none), and whether the debit reached the bound. The TAT moves by
--- n * ei, to at most now + tau + MAX_PERIOD and 2^53; one already beyond
--- that (the clock went back) stays. n * ei can be near 2^88: n is compared
--- with the room in whole intervals first.
+-- n * ei, to at most now + tau + MAX_PERIOD and 2^53. One already beyond
+-- that stays: the clock went back. n * ei can be near 2^88. So n is
+-- compared with the room in whole intervals first.
 local function token_bucket_debit(now, ei, burst, n, tat)
   local ok, rem, retry, reset, nxt = token_bucket_check(now, ei, burst, n, tat)
   if ok then return ok, rem, retry, reset, nxt end

@@ -1,18 +1,20 @@
--- The sliding log's sorted set (memory/ring.go): one member per instant at
--- which requests were admitted, whatever their cost, scored by the time in
--- µs and named by cum, the units admitted on the key through that entry,
--- counted modulo 2^53. Its first member, "b" scored -inf, is the base, of
--- cum 0. The units of the entries after one are total - its cum, total
--- being the newest entry's cum: the count of the last period needs only
--- the newest entry and the one before the first live entry, each found in
--- O(log n). The entry at rank 0 is never live: the base, or the newest of
--- the expired entries, kept when older ones are trimmed.
+-- The sliding log's sorted set (memory/ring.go): one member per instant
+-- that admitted requests, whatever their cost. A member is scored by the
+-- time in µs. It is named by cum: the units admitted on the key through
+-- that entry, modulo 2^53. Its first member, "b" scored -inf, is the
+-- base, of cum 0. total is the newest entry's cum. The units of the
+-- entries after one are total - its cum. So the count of the last period
+-- needs only two entries: the newest, and the one before the first live
+-- entry. Each is found in O(log n). The entry at rank 0 is never live. It
+-- is the base, or the newest expired entry, kept when older ones are
+-- trimmed.
 --
--- Members are unique (cum only grows) and so are scores: a request is
--- stamped at the later of now and the newest time, and merged into the
--- newest entry when that is its instant, so times never go back and ranks
--- follow cum. A write adds at most one entry and trims a bounded number of
--- expired ones (see LOG_TRIM_EVERY): no call does unbounded work.
+-- Members are unique (cum only grows), and so are scores. A request is
+-- stamped at the later of now and the newest time. It is merged into the
+-- newest entry when that is its instant. So times never go back, and
+-- ranks follow cum. A write adds at most one entry. It trims a bounded
+-- number of expired ones (see LOG_TRIM_EVERY). No call does unbounded
+-- work.
 local LOG_CUM = 9007199254740992 -- 2^53
 
 -- call and format are redis.call and string.format, found once per call
@@ -32,28 +34,29 @@ local function log_add(cum, n)
   return cum + n
 end
 
--- Trimming: the entries that expired before the newest entry was made
--- are trimmed but the last of them, at most LOG_TRIM_MOST - 1 per write,
--- by every write that takes the cum past a multiple of LOG_TRIM_EVERY (or
--- of the count, if smaller): the work of one call stays bounded, and as a
--- write adds at most one entry and trims at least that often, an active
--- key keeps few expired entries (at most about its count, or
--- LOG_TRIM_EVERY), each trim paying for several writes.
+-- Trimming: some writes trim the entries that expired before the newest
+-- entry was made, but the last of them. They are the writes that take the
+-- cum past a multiple of LOG_TRIM_EVERY, or of the count if smaller. Each
+-- trims at most LOG_TRIM_MOST - 1. So the work of one call stays bounded.
+-- A write adds at most one entry, and trims at least that often. So an
+-- active key keeps few expired entries: at most about its count, or
+-- LOG_TRIM_EVERY. Each trim pays for several writes.
 local LOG_TRIM_EVERY, LOG_TRIM_MOST = 8, 16
 local LOG_NEG_INF = -math.huge -- the base's score
 
 -- log_read returns the log of key as a request at now, under a period of
 -- W µs, sees it:
---   t       the instant it is decided at: now, or the newest time if later
---   c       the live units: those of the entries after t - W
---   newest  the newest entry's time, top its member (nil for an empty set)
---   total   the newest entry's cum (0 for an empty set)
---   base    the cum of the newest entry at or before t - W (nil when
---           every entry has expired)
---   old     whether an entry besides the base is at or before t - W:
---           otherwise a write trims nothing (log_append)
--- Two Redis calls whatever the log's length, reading one score: the newest
--- entry, and the last one that expired.
+--   - t: the instant it is decided at: now, or the newest time if later;
+--   - c: the live units, those of the entries after t - W;
+--   - newest: the newest entry's time; top: its member (nil for an empty
+--     set);
+--   - total: the newest entry's cum (0 for an empty set);
+--   - base: the cum of the newest entry at or before t - W. It is nil when
+--     every entry has expired;
+--   - old: whether an entry besides the base is at or before t - W.
+--     Otherwise a write trims nothing (log_append).
+-- It makes two Redis calls whatever the log's length, reading one score.
+-- They read the newest entry, and the last one that expired.
 local function log_read(key, now, W)
   local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if #e == 0 then return now, 0, nil, nil, 0, nil, false end
@@ -89,16 +92,16 @@ end
 local LOG_SEARCH_WIDE = 16
 
 -- log_unit_at returns the time of the k-th unit after base, on key's log
--- read at t under a period of W µs (log_read's t and base; 1 <= k <= c):
--- the first live entry whose cum is k units past base: for k = 1, the
--- first live entry. Otherwise the entry is within the k entries from the
--- first live one (each holds a unit at least), and at most the newest
--- (which holds the c-th unit): a binary search by rank, each probe
--- O(log n), whose first probe is where the unit is when every entry holds
--- one unit. A large k is bounded by the newest entry's rank first: a key
--- in debt waits for a unit up to redlimit.MaxCost on, most often in its
--- newest entry, which the search would otherwise reach in about log2(k)
--- probes past the set's end.
+-- read at t under a period of W µs. t and base are log_read's; 1 <= k <= c.
+-- That is the first live entry whose cum is k units past base. For k = 1,
+-- it is the first live entry. Otherwise it is within the k entries from
+-- the first live one: each holds a unit at least. It is at most the
+-- newest, which holds the c-th unit. A binary search by rank finds it,
+-- each probe O(log n). Its first probe is where the unit is when every
+-- entry holds one unit. The newest entry's rank bounds a large k first.
+-- A key in debt waits for a unit up to redlimit.MaxCost on, most often in
+-- its newest entry. Without the bound, the search would take about
+-- log2(k) probes past the set's end.
 local function log_unit_at(key, t, W, base, k)
   if k == 1 then
     -- A live unit is in an entry after t - W; were there none (a log
@@ -128,8 +131,8 @@ local function log_unit_at(key, t, W, base, k)
 end
 
 -- log_crosses reports whether a write of n units on cum, under a count of
--- L, takes it past a multiple of LOG_TRIM_EVERY, or of L if smaller: a
--- write that trims (log_append). It returns the cum after the write too.
+-- L, takes it past a multiple of LOG_TRIM_EVERY, or of L if smaller. Such
+-- a write trims (log_append). It returns the cum after the write too.
 local function log_crosses(cum, n, L)
   -- log_add(cum, n), inline.
   local after = cum + n
@@ -141,17 +144,18 @@ local function log_crosses(cum, n, L)
   return after - after % every ~= cum - cum % every, after
 end
 
--- log_append is the sliding log's commit of n units, after log_read (total,
--- newest, top, t) under a period of W µs: it trims expired entries (see
--- LOG_TRIM_EVERY), adds the n units at t (a new entry, or the newest one's,
--- if that is at t; a new set starts with its base) and gives the set a TTL
--- that covers the new entry's period, t + W, plus the margin. (PEXPIREAT
--- would cost Redis less, but a deployment's ACL user would need it added
--- before an upgrade: docs/BENCHMARKS.md.) first says whether the write of
--- them all, or of the first of the admissions they are (a batch's run,
--- batch.lua), trims (log_crosses; nil or false when log_read found nothing
--- old to trim); later, how many of the run's other admissions do: so the
--- run trims what its calls one by one would have.
+-- log_append is the sliding log's commit of n units, after log_read
+-- (total, newest, top, t) under a period of W µs. It trims expired entries
+-- (see LOG_TRIM_EVERY). It adds the n units at t: a new entry, or the
+-- newest one's if that is at t. A new set starts with its base. It gives
+-- the set a TTL that covers the new entry's period, t + W, plus the
+-- margin. PEXPIREAT would cost Redis less. But a deployment's ACL user
+-- would need it added before an upgrade (docs/BENCHMARKS.md). first says
+-- whether the write trims (log_crosses). It is the write of them all, or
+-- of the first admission of a batch's run (batch.lua). first is nil or
+-- false when log_read found nothing old to trim. later says how many of
+-- the run's other admissions trim. So the run trims what its calls one by
+-- one would have.
 local function log_append(key, W, total, newest, top, t, n, first, later)
   if (first or later > 0) and newest ~= nil and newest > LOG_NEG_INF then
     local gone = 0

@@ -1,11 +1,11 @@
 -- A lone entry (a batch of one, the most common call) takes a path of its
--- own, which makes only the functions it calls (a script makes its
--- functions anew at each call): script.go joins, after this file, each
--- algorithm's files then lone_decide.lua, run when lone_alg is that
--- algorithm, and for the other kinds their files then lone_other.lua, run
--- when lone_kind is one of them. lone_alg is the algorithm, as text, of a
--- lone decision of one limit (AllowN, Peek); lone_kind is the kind of a
--- lone entry of another kind. Both are nil for any other batch, which
+-- own. It makes only the functions it calls: a script makes its functions
+-- anew at each call. After this file, script.go joins each algorithm's
+-- files then lone_decide.lua, run when lone_alg is that algorithm. For the
+-- other kinds, it joins their files then lone_other.lua, run when
+-- lone_kind is one of them. lone_alg is the algorithm, as text, of a lone
+-- decision of one limit (AllowN, Peek). lone_kind is the kind of a lone
+-- entry of another kind. Both are nil for any other batch, which
 -- batch.lua decides.
 local lone_alg, lone_kind
 do

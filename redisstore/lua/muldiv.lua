@@ -25,9 +25,9 @@ do
       local q = math.floor(p / c)
       return q, p - q * c
     end
-    -- q is within 2 of the quotient; the remainder a*b - q*c is computed
-    -- exactly from the two rounded products and their errors (p - p2 is
-    -- exact, the two within a factor of 2), and q corrected with it.
+    -- q is within 2 of the quotient. The remainder a*b - q*c is computed
+    -- exactly from the two rounded products and their errors. p - p2 is
+    -- exact: the two are within a factor of 2. q is corrected with it.
     local q = math.floor(p / c)
     local p2 = q * c
     local r = (p - p2) + (prod_err(a, b, p) - prod_err(q, c, p2))

@@ -1,6 +1,6 @@
--- The live-node registry: a sorted set of node ids, each scored by the
--- server time (µs) until which its last heartbeat counts, so that nodes
--- with different TTLs count each other. Not part of the decision script.
+-- The live-node registry: a sorted set of node ids. Each is scored by the
+-- server time (µs) until which its last heartbeat counts. So nodes with
+-- different TTLs count each other. Not part of the decision script.
 -- KEYS[1]: the registry. ARGV[1]: node id. ARGV[2]: how long this node's
 -- heartbeat counts, µs. ARGV[3]: 'beat' or 'leave'.
 -- Reply: { live nodes, 1 if this beat added the node (it was missing) }.

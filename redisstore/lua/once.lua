@@ -2,16 +2,16 @@
 -- (redisstore.Store.DebitOnce), and the entry function of the kinds of
 -- several limits; joined after several.lua.
 
--- once_limit decides the debit of one limit whose key is keys[k0 + 1] and
--- whose seven values (several.lua; the seventh is 1) follow args[a0], the
--- eighth being how long the marker lives, µs (see redisstore/once.go).
--- keys[k0 + 2] is the marker: the limit's key, ':once:' and the id, so
--- that it has the same hash tag (on Redis Cluster, the same slot). It
--- appends to out 1 if it counted the debit or 0 if a call with the same
--- id had, then allowed (1/0), remaining, retry-after µs (-1 for never),
--- reset-after µs: the debit's result when it counted it, and a peek at the
--- same cost otherwise (the state after the debit, and whatever came
--- since).
+-- once_limit decides the debit of one limit whose key is keys[k0 + 1].
+-- Its seven values follow args[a0] (several.lua; the seventh is 1). The
+-- eighth is how long the marker lives, µs (see redisstore/once.go).
+-- keys[k0 + 2] is the marker: the limit's key, ':once:' and the id. So it
+-- has the same hash tag: on Redis Cluster, the same slot. It appends to
+-- out 1 if it counted the debit, or 0 if a call with the same id had.
+-- Then it appends allowed (1/0), remaining, retry-after µs (-1 for never)
+-- and reset-after µs. That is the debit's result when it counted it.
+-- Otherwise it is a peek at the same cost: the state after the debit, and
+-- whatever came since.
 local function once_limit(keys, k0, args, a0, out)
   local marker = keys[k0 + 2]
   local counted = redis.call('EXISTS', marker) == 0

@@ -1,20 +1,21 @@
--- redlimit's decision script, joined by redisstore/script.go: this
--- prelude, the files of the algorithms (with the storage they use,
--- windows.lua or log.lua, and muldiv.lua), then batch.lua, which decides
--- every entry a call sends, with the files its entries need. An
--- algorithm's file holds its arithmetic, following memory/algorithms.go
--- operation for operation: <algorithm>_check, from the state read to the
--- result and the state to write. Every path calls it, and differs only in
--- its Redis reads and writes. At one instant a check is monotone in cost (what it
--- admits, it admits at any smaller cost), and admitting a then b leaves
--- the state, and answers b, as admitting a + b at once does: batch.lua
--- decides a hot key's identical decisions as two requests on that.
+-- redlimit's decision script, joined by redisstore/script.go. It is this
+-- prelude, then the files of the algorithms, then batch.lua. The
+-- algorithms come with the storage they use (windows.lua or log.lua) and
+-- muldiv.lua. batch.lua decides every entry a call sends, with the files
+-- its entries need. An algorithm's file holds its arithmetic. It follows
+-- memory/algorithms.go operation for operation: <algorithm>_check, from
+-- the state read to the result and the state to write. Every path calls
+-- it, and differs only in its Redis reads and writes. At one instant a
+-- check is monotone in cost: what it admits, it admits at any smaller
+-- cost. Admitting a then b leaves the state, and answers b, as admitting
+-- a + b at once does. On that, batch.lua decides a hot key's identical
+-- decisions as two requests.
 --
--- Every function is made anew at each call of a script (a closure), which
--- costs Redis CPU on every decision: a script joins only the functions it
--- calls, and they pass plain values with multiple returns rather than
--- tables. redis.call gets strings where the script has them (constants,
--- ARGV, ms): Redis formats a number argument as text, which costs more
+-- Every function is made anew at each call of a script (a closure). That
+-- costs Redis CPU on every decision. So a script joins only the functions
+-- it calls. They pass plain values with multiple returns rather than
+-- tables. redis.call gets strings where the script has them: constants,
+-- ARGV, ms. Redis formats a number argument as text, which costs more
 -- than a function call. Times are integer microseconds.
 -- ARGV[2]: the time in µs, or '' for the server's clock (TIME).
 -- ARGV[3]: µs added to every TTL.
@@ -27,13 +28,13 @@ local ALLOW, PEEK, SEVERAL, ADMIT, RESET, REFUND, GIVEBACK, ONCE = 97, 112, 115,
 local QUEUE, UNQUEUE = 113, 117 -- q u (queue.lua)
 local ACQUIRE, RENEW, RELEASE = 99, 101, 120 -- c e x: a lease's (lease.lua)
 
--- Numbers reach the script as text and leave it as text, and Redis's Lua
--- converts with strtod and sprintf, which cost as much as a Redis call
--- of their own: a script converts each value once (x + 0 parses once where
--- tonumber parses twice), and str, which formats an integer as text,
--- remembers what it made for the rest of the call, since a batch's
--- decisions share their now, periods and TTLs (values made once each, a
--- sliding log's cums, are formatted directly, not to fill the table).
+-- Numbers reach the script as text and leave it as text. Redis's Lua
+-- converts with strtod and sprintf, which cost as much as a Redis call of
+-- their own. So a script converts each value once: x + 0 parses once,
+-- where tonumber parses twice. str formats an integer as text. It
+-- remembers what it made for the rest of the call. A batch's decisions
+-- share their now, periods and TTLs. Values made once each, such as a
+-- sliding log's cums, are formatted directly, not to fill the table.
 local texts = {}
 local function str(x)
   local s = texts[x]
@@ -71,12 +72,12 @@ end
 if now < 0 then now = 0 elseif now > 4503599627370496 then now = 4503599627370496 end
 
 -- key_failure returns the kind of error e, raised while deciding on one
--- key: 1 for a key of another type (WRONGTYPE), 2 for state the script
--- cannot parse (a Lua error, which names the script's line). Any other
--- error is the server's (out of memory, a replica): it is raised again,
--- and fails the call. Redis refuses those at a script's first write, so
--- nothing is written yet. Redis raises a call's error as its text, or
--- from 7.2 as a table.
+-- key. It is 1 for a key of another type (WRONGTYPE). It is 2 for state
+-- the script cannot parse: a Lua error, which names the script's line.
+-- Any other error is the server's: out of memory, a replica. It is raised
+-- again, and fails the call. Redis refuses those at a script's first
+-- write, so nothing is written yet. Redis raises a call's error as its
+-- text, or from 7.2 as a table.
 local function key_failure(e)
   local m = e
   if type(e) == 'table' then m = e.err end

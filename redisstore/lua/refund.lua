@@ -1,17 +1,17 @@
--- Resets and refunds (see redisstore/refund.go): change_limits, which
--- batch.lua calls for each such entry, and one refund per algorithm: each
--- gives back what an allowed request of cost n consumed, found from its
--- mark, an instant that says what the allow wrote (its decision time plus
--- the reset-after it replied). batch.lua makes these functions only for a
--- call that needs them.
+-- Resets and refunds (see redisstore/refund.go). batch.lua calls
+-- change_limits for each such entry. There is one refund per algorithm.
+-- Each gives back what an allowed request of cost n consumed. It finds
+-- that from its mark: the decision time plus the reset-after the allow
+-- replied. batch.lua makes these functions only for a call that needs
+-- them.
 
--- windows_refund is the refund of the window algorithms: it takes a
--- request of cost n out of the count of the window it was counted in,
--- found from its mark (the reset-after of the allow), which is span
--- windows of W µs after that window's start. The window holds the cost,
--- so nothing else is given back. A latest window it empties is deleted,
--- and the windows its making retired come back; a retired window it is
--- found in keeps the rest.
+-- windows_refund is the refund of the window algorithms. It takes a
+-- request of cost n out of the count of the window it was counted in. The
+-- mark (the reset-after of the allow) finds it: span windows of W µs
+-- after that window's start. The window holds the cost, so nothing else
+-- is given back. A latest window it empties is deleted, and the windows
+-- its making retired come back. A retired window it is found in keeps the
+-- rest.
 local function windows_refund(key, W, span, n, mark)
   local w = mark / W - span
   if W < 0 then w = mark end -- a calendar window, named by its end
@@ -47,10 +47,10 @@ end
 
 local LOG_REFUND = 64 -- the most entries a sliding log's refund rewrites
 
--- expire_before makes the entries of key's log at or before t expired
--- whatever the time of the decisions to come: it trims them but the last,
+-- expire_before makes the entries of key's log at or before t expired,
+-- whatever the time of the decisions to come. It trims them but the last,
 -- which becomes the base, scored -inf. With more than LOG_TRIM_MOST of
--- them (the work of one call stays bounded), they stay as they are.
+-- them, they stay as they are: the work of one call stays bounded.
 local function expire_before(key, t)
   local k = redis.call('ZCOUNT', key, '-inf', str(t))
   if k < 1 or k > LOG_TRIM_MOST then return end
@@ -60,20 +60,20 @@ local function expire_before(key, t)
 end
 
 -- sliding_log_refund takes a request of cost n out of the entry at its
--- time (the mark less the window W), if all of it is still there, and
--- moves the cum of the entries after it down by the cost, so their counts
--- stay: exact. With more than LOG_REFUND entries after it (a key that
--- admitted that many requests at other instants between the allow and the
--- refund), the rewrite would be unbounded, and the refund gives nothing
--- back: strict. An entry holding less than the cost was trimmed or reset
--- since.
+-- time, if all of it is still there. The time is the mark less the window
+-- W. It moves the cum of the entries after it down by the cost, so their
+-- counts stay: exact. There may be more than LOG_REFUND entries after it:
+-- a key that admitted that many requests between the allow and the
+-- refund. The rewrite would then be unbounded, so the refund gives
+-- nothing back: strict. An entry holding less than the cost was trimmed
+-- or reset since.
 --
 -- A group's 'refund' leaves the log as if the group had never been
--- decided, as the memory store, which decides the groups together, never
--- wrote it. A 'giveback' (Store.Refund) that takes out the newest entry
+-- decided. The memory store decides the groups together, and never wrote
+-- it. A 'giveback' (Store.Refund) may take out the newest entry. It then
 -- leaves expired what had expired at that entry's time, whatever time
--- comes next (a clock that steps back), as the memory store does, which
--- trimmed it when it added the entry (expire_before).
+-- comes next (a clock that steps back). The memory store does the same:
+-- it trimmed them when it added the entry (expire_before).
 local function sliding_log_refund(key, W, n, mark, giveback)
   local stamp = mark - W
   local es = redis.call('ZRANGEBYSCORE', key, str(stamp), '+inf', 'WITHSCORES', 'LIMIT', 0, LOG_REFUND + 2)
@@ -98,34 +98,34 @@ local function sliding_log_refund(key, W, n, mark, giveback)
   if giveback and #es == 2 and units == x then expire_before(key, stamp - W) end
 end
 
--- token_bucket_lower lowers the TAT y of a bucket's key by b at now, and
--- counts b in the key's refund record (token_bucket.lua), if it has one:
--- every refund is counted in given, which token_bucket_giveback's rule
--- needs. given stays an exact number: past 2^52, a new epoch begins.
+-- token_bucket_lower lowers the TAT y of a bucket's key by b at now. It
+-- counts b in the key's refund record (token_bucket.lua), if it has one.
+-- token_bucket_giveback's rule needs every refund counted in given. given
+-- stays an exact number: past 2^52, a new epoch begins.
 local function token_bucket_lower(key, now, y, b, given, last, epoch)
   if given ~= nil then
     given = given + b
     if given > 4503599627370496 then given, epoch = 0, math.max(now, epoch + 1) end
   end
-  -- Even a TAT now past is kept (for a millisecond and the margin): a
+  -- Even a TAT now past is kept, for a millisecond and the margin. A
   -- clock that goes back finds the bucket as the decision left it.
   redis.call('SET', key, token_bucket_value(y - b, given, last, epoch, 0), 'PX', ms(y - b - now))
 end
 
 -- token_bucket_refund is the 'refund' of a group right after another
--- group of a split decision denied: y is the TAT now, mark the TAT the
--- allow wrote (nxt), c = n * ei the cost in µs. An allow moves the TAT T
--- to max(T, t) + cost, which maps a TAT c earlier to one between 0 and c
--- earlier: without the request, the allows since would have left the TAT
--- at least y - c, and, having taken y - nxt and come no later than now, at
--- most max(y - c, now + (y - nxt)). The refund sets that: exact when
--- nothing came in between (y = nxt: the TAT the bucket had, or now), and
--- never below the truth when only allows came. Other refunds in between
--- lower y without their requests' share of y - nxt: then, if the bucket
--- was idle at one of the allows since, up to min(c, what they gave back)
--- more is given back (see redisstore/refund.go). It needs no record, and
--- works on keys an older version wrote: a split decision's groups make
--- none.
+-- group of a split decision denied. y is the TAT now. mark is the TAT the
+-- allow wrote (nxt). c = n * ei is the cost in µs. An allow moves the TAT
+-- T to max(T, t) + cost. That maps a TAT c earlier to one between 0 and c
+-- earlier. Without the request, the allows since would have left the TAT
+-- at least y - c. They took y - nxt and came no later than now. So they
+-- would have left it at most max(y - c, now + (y - nxt)). The refund sets
+-- that. It is exact when nothing came in between (y = nxt): the TAT the
+-- bucket had, or now. It is never below the truth when only allows came.
+-- Other refunds in between lower y without their requests' share of
+-- y - nxt. If the bucket was idle at one of the allows since, up to
+-- min(c, what they gave back) more is then given back (see
+-- redisstore/refund.go). It needs no record: a split decision's groups
+-- make none.
 local function token_bucket_refund(key, now, ei, n, mark)
   local y, given, last, epoch = token_bucket_read(redis.call('GET', key))
   if y <= now then return end
@@ -135,20 +135,20 @@ local function token_bucket_refund(key, now, ei, n, mark)
 end
 
 -- token_bucket_giveback is the 'giveback' (Store.Refund) of n tokens
--- (n * ei µs) of a request that Store.Admit counted, whose admission left
--- the TAT at mark and the refund record (token_bucket.lua) at given gx and
--- epoch ex: it lowers the TAT y by
---   b = min(n * ei, mark - (given - gx) - last, y - now),
--- nothing when b <= 0, or when the key has no record of epoch ex (reset,
--- expired, or a debit reached the bound since). The exact account is the
--- TAT with the request costing n * ei less, and every other refund
--- applied so: b is a shift of its cost that every admission since passes
--- whole, since each found the TAT at least b after its instant; the key is
--- left exactly where the account is with the request costing b less,
--- never below the exact account (the proof is memory.refundable's). b =
--- n * ei when nothing came in between, or only other refunds did, or
--- admissions that found the bucket more than the refund and the refunds
--- since ahead of them.
+-- (n * ei µs) of a request that Store.Admit counted. Its admission left
+-- the TAT at mark, and the refund record (token_bucket.lua) at given gx
+-- and epoch ex. It lowers the TAT y by
+--   b = min(n * ei, mark - (given - gx) - last, y - now).
+-- It lowers nothing when b <= 0. Nor does it when the key has no record
+-- of epoch ex: reset, expired, or a debit reached the bound since. The
+-- exact account is the TAT with the request costing n * ei less, and
+-- every other refund applied so. b is a shift of its cost that every
+-- admission since passes whole. Each found the TAT at least b after its
+-- instant. The key is left exactly where the account is with the request
+-- costing b less. That is never below the exact account; the proof is
+-- memory.refundable's. b = n * ei in three cases: nothing came in
+-- between; only other refunds did; or the admissions between found the
+-- bucket ahead of them by more than the refund and the refunds since.
 local function token_bucket_giveback(key, now, ei, n, mark, gx, ex)
   local y, given, last, epoch = token_bucket_read(redis.call('GET', key))
   if given == nil or epoch ~= ex then return end
@@ -158,18 +158,18 @@ local function token_bucket_giveback(key, now, ei, n, mark, gx, ex)
 end
 
 -- reset_limit deletes key, of algorithm alg (window W; a token bucket's
--- burst and emission interval ei), and leaves a tombstone beside it,
--- holding the key's reset generation: a number each reset makes new,
--- never 0 (no reset), for as long as a refund of a request decided before
--- it could still find a state to take from: the key's TTL, and at least
--- the longest a request's mark lies after its decision (two windows, or a
--- token bucket's tolerance). An admission records the generation it found
--- (several.lua); a refund gives back only in that generation: the reset
--- gave the request's cost back already. Generations, not times, order
--- resets and admissions, so clocks that differ or go back change nothing.
--- A new generation is the last plus 1, or the reset's time when that is
--- more, so that one made after a tombstone expired does not repeat an
--- older one.
+-- burst and emission interval ei). It leaves a tombstone beside it,
+-- holding the key's reset generation. Each reset makes a new generation,
+-- never 0 (no reset). The tombstone lives as long as a refund of a
+-- request decided before it could still find a state to take from. That
+-- is the key's TTL, and at least the longest a request's mark lies after
+-- its decision: two windows, or a token bucket's tolerance. An admission
+-- records the generation it found (several.lua). A refund gives back only
+-- in that generation: the reset gave the request's cost back already.
+-- Generations, not times, order resets and admissions. So clocks that
+-- differ or go back change nothing. A new generation is the last plus 1,
+-- or the reset's time when that is more. So one made after a tombstone
+-- expired does not repeat an older one.
 local function reset_limit(key, alg, W, burst, ei)
   local span = 2 * W
   if W < 0 then span = -W - now end -- a calendar window, up to its end
@@ -182,17 +182,17 @@ local function reset_limit(key, alg, W, burst, ei)
   redis.call('DEL', key)
 end
 
--- change_limits resets (reset) or refunds n limits: limit i's key is
--- keys[k0 + i], and its seven values (see several.lua; for a refund, the
--- seventh is the request's mark) follow args[v] (a refund's: args[v] is
--- the time the requests were decided at, below which the time is not
--- taken). A give-back (Store.Refund) has three more values per limit after
--- them all: for a token bucket, the given and epoch of the refund record
--- its admission left, then the key's reset generation at the admission
--- (all three from the Admit's reply). A refund (of an allowed group, right
--- after another group denied) takes no heed of resets; a give-back gives
--- nothing back after a reset since the admission: the key's generation is
--- not the one the admission found.
+-- change_limits resets (reset) or refunds n limits. Limit i's key is
+-- keys[k0 + i]. Its seven values follow args[v] (see several.lua). For a
+-- refund, the seventh is the request's mark. A refund's args[v] is the
+-- time the requests were decided at; the time is never taken below it. A
+-- give-back (Store.Refund) has three more values per limit, after them
+-- all. For a token bucket, they are the given and epoch of the refund
+-- record its admission left. Then comes the key's reset generation at the
+-- admission. All three come from the Admit's reply. A refund of an
+-- allowed group, right after another group denied, takes no heed of
+-- resets. A give-back gives nothing back after a reset since the
+-- admission: the key's generation is not the one the admission found.
 local function change_limits(reset, giveback, keys, k0, n, args, v)
   if reset then
     for i = 1, n do

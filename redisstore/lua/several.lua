@@ -2,39 +2,40 @@
 -- decide_limits, which batch.lua calls for each such entry. Joined after
 -- the prelude, every algorithm's files and debit.lua.
 
--- windows_add is the commit of the window algorithms: it counts cost (as
+-- windows_add is the commit of the window algorithms. It counts cost (as
 -- text) in window w of key, whose latest window was lw and hash h
--- (windows_read). span is how many windows a count stays live (the
--- algorithm's *_SPAN). The call that makes w the latest retires the live
--- windows before the span (windows_retire) and gives the hash its TTL,
--- ttl_ms, which ends with the span: the same instant for every later call
--- in it.
+-- (windows_read). span is how many windows a count stays live: the
+-- algorithm's *_SPAN. The call that makes w the latest retires the live
+-- windows before the span (windows_retire). It gives the hash its TTL,
+-- ttl_ms, which ends with the span. That is the same instant for every
+-- later call in it.
 local function windows_add(key, h, lw, w, span, cost, ttl_ms)
   if lw ~= w then windows_retire(key, h, w - span + 1) end
   redis.call('HINCRBY', key, str(w), cost)
   if lw ~= w then redis.call('PEXPIRE', key, ttl_ms) end
 end
 
--- decide_limits decides one request of n limits at now: limit i's key is
--- keys[k0 + i] and its seven values (algorithm, window µs, count, burst,
--- emission interval µs, cost, 1 for a debit or 0 for an admission) are
--- args[a0 + 7(i-1) + 1 .. a0 + 7i]. It appends four values per limit to
--- out: allowed (1/0), remaining, retry-after µs (-1 for never), reset-after
--- µs. With allow, it counts the admissions only if every limit allows, and
--- the debits whatever the others say (debit.lua); without, it writes
--- nothing and decides debits as admissions (a peek). It returns whether
--- every limit allowed. The algorithms are checked by the caller. With
--- admit (Store.Admit; with allow), each token bucket it counts an
--- admission in gets a refund record if it has none (token_bucket.lua), and
--- three more values per limit follow all the others in out: for a token
--- bucket that counted the admission, its record's given and epoch (0 and
--- 0 for the rest), then the key's reset generation (refund.lua), 0 for
--- none or a denial.
+-- decide_limits decides one request of n limits at now. Limit i's key is
+-- keys[k0 + i]. Its seven values are args[a0 + 7(i-1) + 1 .. a0 + 7i]:
+-- algorithm, window µs, count, burst, emission interval µs, cost, and 1
+-- for a debit or 0 for an admission. It appends four values per limit to
+-- out: allowed (1/0), remaining, retry-after µs (-1 for never) and
+-- reset-after µs. With allow, it counts the admissions only if every limit
+-- allows. It counts the debits whatever the others say (debit.lua).
+-- Without allow, it writes nothing and decides debits as admissions: a
+-- peek. It returns whether every limit allowed. The caller checks the
+-- algorithms. admit is Store.Admit, with allow. Then each token bucket it
+-- counts an admission in gets a refund record if it has none
+-- (token_bucket.lua). Three more values per limit follow all the others
+-- in out. For a token bucket that counted the admission, they are its
+-- record's given and epoch; 0 and 0 for the rest. Then comes the key's
+-- reset generation (refund.lua), 0 for none or a denial.
 local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
-  -- Every limit is checked on the state read; writes[i] keeps what limit
-  -- i's commit needs: for an admission, when all allow; for a debit,
-  -- always, and adds[i] the units it adds (nothing is written for none,
-  -- at the saturation bound); recs[i], a token bucket's refund record.
+  -- Every limit is checked on the state read. writes[i] keeps what limit
+  -- i's commit needs. An admission commits when all allow; a debit
+  -- always. adds[i] is the units a debit adds. Nothing is written for
+  -- none, at the saturation bound. recs[i] is a token bucket's refund
+  -- record.
   local o, writes, adds, recs, all = #out, {}, {}, {}, true
   for i = 1, n do
     local j = a0 + (i - 1) * 7

@@ -1,11 +1,11 @@
 -- fixed_window for one limit, with fixed_window_check. Allowing is one
--- HINCRBY, given back when the new count is above the limit: a denial pays
--- one call more, the common allowed request one call less than a read
--- first would. A field the HINCRBY made is a new window: the hash is read
--- then, to retire the previous latest window or, if the clock went back,
--- to count the request in the later window instead. (Only live windows
--- have fields named by their index: one that exists is the latest.) Peek
--- and a cost above the limit only read.
+-- HINCRBY, given back when the new count is above the limit. A denial
+-- pays one call more. The common allowed request pays one call less than
+-- a read first would. A field the HINCRBY made is a new window. The hash
+-- is then read, to retire the previous latest window. If the clock went
+-- back, the request is counted in the later window instead. Only live
+-- windows have fields named by their index: one that exists is the
+-- latest. Peek and a cost above the limit only read.
 local function fixed_window_one(key, allow, W, L, n, cost)
   local ok, rem, retry, reset
   if allow and n <= L then

@@ -3,14 +3,14 @@
 -- it, plus n, stay within the count.
 
 -- sliding_log_check decides a request of cost n at now under a limit of L
--- per W µs on key's log, as log_read read it: t, c, newest, and base, with
--- which a denial finds when the units it waits for expire (log_unit_at).
--- Of the c live units, the oldest stored are in the log; the others (a
--- run's admissions not yet written, batch.lua) are at t. seen, if not
--- nil, holds the times log_unit_at found on this read of the log, by unit:
--- a run's decisions share the read, and the denials of a hot key wait for
--- the same unit. It returns allowed, remaining, retry-after and
--- reset-after (µs); an allowed request is added at t.
+-- per W µs on key's log, as log_read read it: t, c, newest, and base.
+-- With them, a denial finds when the units it waits for expire
+-- (log_unit_at). Of the c live units, the oldest stored are in the log.
+-- The others are at t: a run's admissions not yet written (batch.lua).
+-- seen, if not nil, holds the times log_unit_at found on this read of the
+-- log, by unit. A run's decisions share the read. The denials of a hot key
+-- wait for the same unit. It returns allowed, remaining, retry-after and
+-- reset-after (µs). An allowed request is added at t.
 local function sliding_log_check(key, now, W, L, n, t, c, newest, base, stored, seen)
   if c + n > L then
     local retry, reset = NEVER, 0

@@ -1,20 +1,20 @@
 -- The window algorithms' hash (memory/algorithms.go): one hash per limit.
--- A field named by a window index (the time in µs divided by the period,
--- rounded down) holds the count of a live window: the key's latest window
--- and, for the sliding window, the one before it if it has a count. A
--- request at an instant before the latest window (a clock that went back)
--- is counted in the latest window. When a request makes a new latest
--- window, the live windows it retires are kept as fields "p<index>", until
--- the next new window: a refund that empties the latest window deletes it
--- and brings them back, so the key is as if the request never came. A hash
--- holds at most two fields (fixed window) or four (sliding window), and a
--- live window never holds 0.
+-- A field named by a window index holds the count of a live window. The
+-- index is the time in µs divided by the period, rounded down. The live
+-- windows are the key's latest, and for the sliding window the one before
+-- it if it has a count. A request at an instant before the latest window
+-- (a clock that went back) is counted in the latest window. A request may
+-- make a new latest window. The live windows it retires are then kept as
+-- fields "p<index>", until the next new window. A refund that empties the
+-- latest window deletes it and brings them back. So the key is as if the
+-- request never came. A hash holds at most two fields (fixed window) or
+-- four (sliding window). A live window never holds 0.
 
 -- windows_read returns the key's latest window index (nil for none), its
--- count, the count of the window before it, and the hash as HGETALL gave it.
--- Each field is parsed once (a "p" field is not a window's, and is skipped
--- by its first byte): the window before the latest, if live, is the
--- second latest.
+-- count, the count of the window before it, and the hash as HGETALL gave
+-- it. Each field is parsed once. A "p" field is not a window's, and is
+-- skipped by its first byte. The window before the latest, if live, is
+-- the second latest.
 local function windows_read(key)
   local h = redis.call('HGETALL', key)
   local lw, lc, sw, sc = nil, nil, nil, nil
@@ -35,9 +35,9 @@ local function windows_read(key)
   return lw, lc + 0, pc, h
 end
 
--- windows_retire runs when window w becomes the key's latest (h as
--- windows_read gave it before): the live windows before keep become
--- "p<index>" fields, and those of the previous retirement are deleted.
+-- windows_retire runs when window w becomes the key's latest. h is as
+-- windows_read gave it before. The live windows before keep become
+-- "p<index>" fields. Those of the previous retirement are deleted.
 local function windows_retire(key, h, keep)
   local gone, kept = {}, { 'HSET', key }
   for i = 1, #h, 2 do
