@@ -211,12 +211,12 @@ func (s *Service) peek(ctx context.Context, r redlimit.Request) (redlimit.Result
 
 // check answers a check (hits_addend 0) of key under limit. It passes
 // if a hit of 1 would, and reports the key as it is, not after that hit.
-// A hit above the limit is denied whatever the key holds, and a denial
-// describes the key without its hit: so a second peek, of limit.Max()+1,
-// reads what is left and when it is whole. A fixed window needs none: one
-// hit less is one more left, and its reset is its window's end, which
+// A hit above the limit is denied whatever the key holds. A denial
+// describes the key without its hit. So a second peek, of limit.Max()+1,
+// reads what is left and when it is whole. A fixed window needs none. One
+// hit less is one more left. Its reset is its window's end, which
 // envoyproxy/ratelimit reports for every key, fresh ones too. Nor does a
-// limit of redlimit.MaxCost, which has no larger hit: it shows one more
+// limit of redlimit.MaxCost, which has no larger hit. It shows one more
 // left, and the reset after the hit.
 func (s *Service) check(ctx context.Context, key string, limit redlimit.Limit) (redlimit.Result, error) {
 	res, err := s.peek(ctx, redlimit.Request{Key: key, Limit: limit, Cost: 1})

@@ -15,10 +15,10 @@ import (
 )
 
 // MaxDetailedLabelBytes is the longest rule label a detailed_metric rule
-// gets. A longer one (a request's values are its client's to choose) is
-// cut on a character boundary and ends with "…" and 16 hexadecimal digits
-// of a hash (64-bit FNV-1a) of the whole label, so that labels alike in
-// their first bytes stay apart.
+// gets. A request's values are its client's to choose. A longer label is
+// cut on a character boundary. It ends with "…" and 16 hexadecimal digits
+// of a hash (64-bit FNV-1a) of the whole label. So labels alike in their
+// first bytes stay apart.
 const MaxDetailedLabelBytes = 256
 
 // detailedMark separates a cut label from the hash that ends it.
@@ -27,11 +27,11 @@ const detailedMark = "…"
 // LabelDropper is implemented by an [Observer] that keeps something for
 // each rule label it is given, as the Prometheus metrics keep a series.
 // DropLabel tells it that a detailed_metric label lost its slot (see
-// "Metrics" in the package documentation), so that what it keeps of the
-// label can go: from then on the label's descriptors are reported under
-// the rule's path, until it wins a slot back. DropLabel is called once per
-// slot lost, after the last Descriptor call that reported the label
-// through that slot has returned.
+// "Metrics" in the package documentation). What it keeps of the label can
+// then go. From then on the label's descriptors are reported under the
+// rule's path, until it wins a slot back. DropLabel is called once per
+// slot lost. It comes after the last Descriptor call that reported the
+// label through that slot has returned.
 type LabelDropper interface {
 	DropLabel(domain, rule string)
 }
@@ -39,12 +39,12 @@ type LabelDropper interface {
 // Tuning of the detailed_metric slots: see detailedLabels.
 const (
 	// detailedRepeats is the least count a label not holding a slot needs
-	// to take one from another label: a value seen once (a flood of unique
-	// values) never takes a slot that is held.
+	// to take one from another label. So a value seen once (a flood of
+	// unique values) never takes a slot that is held.
 	detailedRepeats = 2
 	// detailedMargin is how much more than the weakest held label a label
-	// must count to take its slot, so that labels of about equal weight do
-	// not trade slots at every request.
+	// must count to take its slot. So labels of about equal weight do not
+	// trade slots at every request.
 	detailedMargin = 1.5
 	// detailedCandidates is how many labels without a slot a rule counts,
 	// per slot it may hold, and detailedMinCandidates the least.
@@ -55,14 +55,14 @@ const (
 	detailedDecay = 8
 )
 
-// detailedLabels hands out the rule labels of detailed_metric rules, by the
-// rule "Metrics" in the package documentation states: each rule keeps a
-// decayed count of the hits of each label it holds and, in a Space-Saving
-// table (package spacesaving) of detailedCandidates×perRule entries, at least
-// detailedMinCandidates, of the labels that miss. The table is keyed by a
-// 64-bit hash of the label (about 50 bytes an entry, whatever the label);
-// what it guarantees a label counted (count - error) is what competes, so
-// a value seen once never takes a held slot.
+// detailedLabels hands out the rule labels of detailed_metric rules, by
+// the rule "Metrics" in the package documentation states. Each rule keeps
+// a decayed count of the hits of each label it holds. It counts the labels
+// that miss in a Space-Saving table (package spacesaving). The table has
+// detailedCandidates×perRule entries, at least detailedMinCandidates. It
+// is keyed by a 64-bit hash of the label, so an entry's size does not
+// depend on the label. What competes is what the table guarantees a label
+// counted (count - error). So a value seen once never takes a held slot.
 //
 // A label holding a slot is found and counted without a lock (a map load,
 // then three atomic additions with the observation); a missing label takes
@@ -105,11 +105,13 @@ type detailedSlot struct {
 }
 
 // label returns the metrics label of rule for a descriptor with entries
-// that matched it through path: its metric name (config.Rule.MetricName:
-// the rule's path, or with detailed_metric or value_to_metric a name with
-// the request's values, as envoyproxy/ratelimit names its stats), within
-// the caps of opts on the labels that name values; and the label's slot, to
-// report it through (detailedSlot.observe), or nil for a label without one.
+// that matched it through path. The label is its metric name
+// (config.Rule.MetricName), within the caps of opts on the labels that
+// name values. The name is the rule's path. With detailed_metric or
+// value_to_metric, it is a name with the request's values, as
+// envoyproxy/ratelimit names its stats. label also returns the label's
+// slot, to report it through (detailedSlot.observe). The slot is nil for
+// a label without one.
 func (s *Service) label(rule *config.Rule, entries []config.Entry, path []*config.Descriptor) (string, *detailedSlot) {
 	if s.opts.MaxDetailedSeries < 0 {
 		return rule.Path, nil
@@ -288,11 +290,11 @@ func fnv64a(s string) uint64 {
 }
 
 // prune gives back the slots of the rules that c does not name by the
-// request's values (a rule removed, renamed, or no longer detailed), their
-// labels dropped from o, so that they count no more against the caps and
+// request's values: a rule removed, renamed, or no longer detailed. Their
+// labels are dropped from o. So they count no more against the caps, and
 // their series leave the metrics. The rules c keeps keep their labels.
 // Requests still in flight with the configuration before c take no new
-// slot for the rules pruned: miss checks labelled, set first, under the
+// slot for the rules pruned. miss checks labelled, set first, under the
 // rule's lock, which prune takes.
 func (d *detailedLabels) prune(c *config.Config, o Observer) {
 	keep := labelledPaths(c)

@@ -18,22 +18,26 @@ import (
 const DefaultMaxBodyBytes = 1 << 20
 
 // JSONHandler returns the handler of POST /json, as envoyproxy/ratelimit
-// serves it: the body is a RateLimitRequest and the answer a
-// RateLimitResponse, both in protojson, with status 200 when the overall
-// code is OK and 429 when it is OVER_LIMIT.
+// serves it. The body is a RateLimitRequest and the answer a
+// RateLimitResponse, both in protojson. The status is 200 when the
+// overall code is OK, and 429 when it is OVER_LIMIT.
 //
-// The body is read as UTF-8 JSON whatever its Content-Type, so that
-// curl -d (a form's type) works. A browser's cross-site POST can carry JSON
-// under a form's type too: refusing those is the server's job, which puts
-// every route behind a cross-origin check.
+// The body is read as UTF-8 JSON whatever its Content-Type. So curl -d (a
+// form's type) works. A browser's cross-site POST can carry JSON under a
+// form's type too. Refusing those is the server's job: it puts every
+// route behind a cross-origin check.
 //
-// Errors are RFC 9457 problem details (application/problem+json): 400 for a
-// malformed body or a request [Service.Decide] refuses, 413 for a body
-// above maxBody bytes (DefaultMaxBodyBytes when maxBody <= 0), 415 for a
-// body that is not a RateLimitRequest and was not sent as
-// application/json, 405 for a method other than POST, 503
-// before the first configuration or when the limiter is closed, 500 when
-// the limiter fails. A refused request consumes nothing.
+// Errors are RFC 9457 problem details (application/problem+json):
+//   - 400 for a malformed body, or a request [Service.Decide] refuses;
+//   - 413 for a body above maxBody bytes (DefaultMaxBodyBytes when
+//     maxBody <= 0);
+//   - 415 for a body that is not a RateLimitRequest and was not sent as
+//     application/json;
+//   - 405 for a method other than POST;
+//   - 503 before the first configuration, or when the limiter is closed;
+//   - 500 when the limiter fails.
+//
+// A refused request consumes nothing.
 func (s *Service) JSONHandler(maxBody int64) http.Handler {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
@@ -98,10 +102,11 @@ func (s *Service) JSONHandler(maxBody int64) http.Handler {
 }
 
 // maxJSONObjects is the most JSON objects the body of a request within the
-// caps can hold: the request, and for each descriptor itself, its limit
-// override and its entries. A body with more is refused before it is
-// decoded: protojson allocates about 50 bytes per byte of a body of empty
-// objects ({},{},...), which the caps would refuse only after.
+// caps can hold. Those are the request, and for each descriptor itself,
+// its limit override and its entries. A body with more is refused before
+// it is decoded. protojson allocates many times the size of a body of
+// empty objects ({},{},...), which the caps would refuse only after
+// (docs/SECURITY.md).
 func (s *Service) maxJSONObjects() int {
 	return 1 + s.opts.MaxDescriptors*(2+s.opts.MaxEntries)
 }

@@ -9,10 +9,10 @@ import (
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
-// descriptorKey returns the key the limit of a descriptor is kept under: the
-// domain and every entry's key and value, each prefixed by its length in
-// bytes, so that no two different descriptors (however their strings hold
-// ':', ';' or '=') share a key:
+// descriptorKey returns the key the limit of a descriptor is kept under.
+// It holds the domain and every entry's key and value, each prefixed by
+// its length in bytes. So no two different descriptors share a key,
+// however their strings hold ':', ';' or '=':
 //
 //	3:api;14:remote_address=8:10.0.0.1
 //
@@ -21,9 +21,9 @@ import (
 // period (redlimit.StateID).
 //
 // path holds the descriptors the entries went through (config.MatchPath),
-// or nil: where one shares its threshold (share_threshold), its wildcard
-// pattern stands for the entry's value (config.Descriptor.KeyValue), so
-// that every value it matches has one key, as in envoyproxy/ratelimit.
+// or nil. One may share its threshold (share_threshold). Its wildcard
+// pattern then stands for the entry's value (config.Descriptor.KeyValue).
+// So every value it matches has one key, as in envoyproxy/ratelimit.
 func descriptorKey(domain string, entries []*rlpb.RateLimitDescriptor_Entry, path []*config.Descriptor) string {
 	if len(path) != len(entries) {
 		path = nil

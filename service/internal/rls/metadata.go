@@ -8,11 +8,11 @@ import (
 
 // setMetadata sets the response's dynamic metadata when
 // Options.DynamicMetadata asks for it, as envoyproxy/ratelimit's
-// RESPONSE_DYNAMIC_METADATA does: the domain, each descriptor's entries
-// ("key=value"), limit override and hits_addend, the request's
-// hits_addend, and under "metadata" the metadata of the rules whose
-// descriptors passed (not OVER_LIMIT), merged in the request's order. p is
-// nil when no descriptor was planned.
+// RESPONSE_DYNAMIC_METADATA does. It holds the domain, and each
+// descriptor's entries ("key=value"), limit override and hits_addend. It
+// holds the request's hits_addend. Under "metadata" it holds the metadata
+// of the rules whose descriptors passed (not OVER_LIMIT), merged in the
+// request's order. p is nil when no descriptor was planned.
 func (s *Service) setMetadata(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitResponse) {
 	if !s.opts.DynamicMetadata {
 		return

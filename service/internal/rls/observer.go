@@ -57,13 +57,14 @@ type Observer interface {
 	// Request reports one request: its answer (AnswerOK...) and how long
 	// the service took.
 	Request(answer string, took time.Duration)
-	// Descriptor reports one limited descriptor: its domain, its rule's
-	// label (the rule's path; with detailed_metric, the path with the
-	// request's values), its outcome, which path decided it, and the
-	// descriptor's entries, the limited key ([FormatEntries] makes it
-	// readable). The entries belong to the request: read them during the
-	// call, keep nothing of them, and format them only when needed (for
-	// denials, say), so that an allowed descriptor costs no allocation.
+	// Descriptor reports one limited descriptor. It gives its domain and
+	// its rule's label: the rule's path, or with detailed_metric, the path
+	// with the request's values. It gives its outcome and which path
+	// decided it. It gives the descriptor's entries, the limited key
+	// ([FormatEntries] makes it readable). The entries belong to the
+	// request. Read them during the call, and keep nothing of them. Format
+	// them only when needed (for denials, say). So an allowed descriptor
+	// allocates nothing.
 	Descriptor(domain, rule string, outcome Outcome, source redlimit.Source, entries []*rlpb.RateLimitDescriptor_Entry)
 	// Backend reports one call to the limiter: how long it took, the first
 	// non-store source among its results (redlimit.FromStore when the store

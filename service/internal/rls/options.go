@@ -29,10 +29,10 @@ const (
 	// request may hold together.
 	DefaultMaxBytes = 64 << 10
 	// DefaultMaxDetailedSeries bounds how many rule labels the
-	// detailed_metric rules may hold at once in the metrics; a descriptor
+	// detailed_metric rules may hold at once in the metrics. A descriptor
 	// whose label holds none is labelled by its rule's path, as if it were
-	// not detailed. Which labels hold one: see "Metrics" in the package
-	// documentation.
+	// not detailed. "Metrics" in the package documentation says which
+	// labels hold one.
 	DefaultMaxDetailedSeries = 1000
 	// DefaultMaxDetailedSeriesPerRule bounds the labels one detailed_metric
 	// rule may hold at once, so that a client sending many values to one
@@ -50,25 +50,25 @@ type Options struct {
 	// denied (the --shadow flag).
 	Shadow bool
 	// QuotaMode puts every limit in quota mode, as envoyproxy/ratelimit's
-	// QUOTA_MODE (the --quota-mode flag): a request is denied only when
-	// every descriptor of it that is not unlimited is over its limit; one
+	// QUOTA_MODE (the --quota-mode flag). A request is denied only when
+	// every descriptor of it that is not unlimited is over its limit. One
 	// without a limit counts as a quota with room.
 	QuotaMode bool
 	// DynamicMetadata has every response carry dynamic metadata, as
 	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA (the
-	// --response-dynamic-metadata flag): the domain, the descriptors, the
-	// hits_addend, and the metadata of the rules the request passed (see
-	// "Dynamic metadata" in the package documentation).
+	// --response-dynamic-metadata flag). It holds the domain, the
+	// descriptors, the hits_addend, and the metadata of the rules the
+	// request passed (see "Dynamic metadata" in the package documentation).
 	DynamicMetadata bool
 	// Counting is how rules that set no counting, in themselves or their
 	// file, count the hits of a request that does not fit (default
 	// config.CountingAuto; the --counting flag): see config.Counting.
 	Counting config.Counting
 	// Headers selects the rate-limit fields the service asks Envoy to add
-	// to the response (response_headers_to_add), from the enforced limits
-	// (default [ratelimitfield.All]; the service's flag defaults to None, as
-	// envoyproxy/ratelimit adds none). With any style but None, a denial
-	// that can be retried also gets Retry-After.
+	// to the response (response_headers_to_add), from the enforced limits.
+	// The default is [ratelimitfield.All]. The service's flag defaults to
+	// None, as envoyproxy/ratelimit adds none. With any style but None, a
+	// denial that can be retried also gets Retry-After.
 	Headers ratelimitfield.Style
 	// HeaderNames renames response fields: a key is a field's name (such
 	// as ratelimitfield.HeaderRateLimitLimit), its value the name sent
@@ -110,8 +110,8 @@ type Options struct {
 	// limit ([HitCounter]; default [DefaultNearLimitRatio]). It is in (0, 1].
 	NearLimitRatio float64
 	// Trace, when not nil, is called at the end of every Decide, on its
-	// goroutine, with the request's context, the request and what Decide
-	// returned, to annotate the request's trace span (see
+	// goroutine. It gets the request's context, the request and what
+	// Decide returned. It annotates the request's trace span (see
 	// internal/tracing). It must be fast and keep nothing of req or resp.
 	Trace func(ctx context.Context, req *pb.RateLimitRequest, resp *pb.RateLimitResponse, err error)
 	// Logger receives errors the caller does not see (default slog.Default()).

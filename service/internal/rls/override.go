@@ -10,16 +10,17 @@ import (
 )
 
 // DefaultMaxOverridePeriod is the longest period a limit override may have
-// by default: a year (365 days), envoy's longest unit, so that every
-// override Envoy can send without a unit_multiplier is taken.
+// by default: a year (365 days), envoy's longest unit. So every override
+// Envoy can send without a unit_multiplier is taken.
 const DefaultMaxOverridePeriod = 365 * 24 * time.Hour
 
-// OverridePolicy says which limit overrides (a descriptor's own limit,
-// which Envoy sends from route metadata) the service takes. Whatever the
-// policy, an override's period is at most Options.MaxOverridePeriod, and an
-// override of a sliding_log rule has at most the rule's count: a sliding log
-// keeps an entry per request it admits, for a period, so its count is the
-// memory one key may hold, which the configuration sets, not the client.
+// OverridePolicy says which limit overrides the service takes. An override
+// is a descriptor's own limit, which Envoy sends from route metadata.
+// Whatever the policy, an override's period is at most
+// Options.MaxOverridePeriod. An override of a sliding_log rule has at most
+// the rule's count. A sliding log keeps an entry per request it admits,
+// for a period. So its count is the memory one key may hold. The
+// configuration sets that, not the client.
 type OverridePolicy uint8
 
 const (
@@ -28,10 +29,10 @@ const (
 	// higher or lower, and applies where no rule matches.
 	OverridesAllow OverridePolicy = iota
 	// OverridesNoRaise takes an override only if it does not raise the
-	// limit of the rule it matched: its count is at most the rule's count
-	// (a token bucket's burst), and its rate (count per period) at most the
+	// limit of the rule it matched. Its count is at most the rule's count
+	// (a token bucket's burst). Its rate (count per period) is at most the
 	// rule's. An override matching no rule, or an unlimited rule, lowers
-	// nothing and is taken; one matching a deny-all rule is refused.
+	// nothing and is taken. One matching a deny-all rule is refused.
 	//
 	// The rule's own limit is decided with the override, and both count
 	// what they admit. Another period or key is another state, which would
@@ -102,8 +103,9 @@ func (s *Service) checkOverrideRule(lim redlimit.Limit, rule *config.Rule, i int
 }
 
 // keepRule has it, an override of rule, decided together with the rule's
-// own limit on ruleKey, under OverridesNoRaise: unless the override uses
-// the rule's own state, whose limit it lowers, or the rule never denies.
+// own limit on ruleKey, under OverridesNoRaise. The exceptions: the
+// override uses the rule's own state, whose limit it lowers; or the rule
+// never denies.
 func (s *Service) keepRule(it *item, rule *config.Rule, ruleKey string) {
 	if s.opts.Overrides != OverridesNoRaise || rule == nil || rule.Unlimited || rule.Shadow ||
 		rule.Limit.StateID(ruleKey) == it.limit.StateID(it.key) {
@@ -113,9 +115,10 @@ func (s *Service) keepRule(it *item, rule *config.Rule, ruleKey string) {
 }
 
 // raises reports whether the override o admits more than the rule's limit
-// r: more at once (o's count above r.Max, a token bucket's burst or the
-// count) or more over time (o.Count/o.Period above r.Count/r.Period,
-// compared exactly as o.Count*r.Period > r.Count*o.Period in 128 bits).
+// r. It may admit more at once: o's count above r.Max, a token bucket's
+// burst or the count. Or it may admit more over time: o.Count/o.Period
+// above r.Count/r.Period. That is compared exactly, as
+// o.Count*r.Period > r.Count*o.Period in 128 bits.
 func raises(o, r redlimit.Limit) bool {
 	if o.Count > r.Max() {
 		return true

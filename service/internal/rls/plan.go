@@ -68,9 +68,8 @@ type plan struct {
 }
 
 // statusParts are a descriptor's status in the response, its current
-// limit and its reset: allocated together, for all the descriptors of a
-// response at once, instead of three allocations a descriptor
-// (TestAnswerAllocs).
+// limit and its reset. They are allocated together, for all the
+// descriptors of a response at once, not each apart (TestAnswerAllocs).
 type statusParts struct {
 	status pb.RateLimitResponse_DescriptorStatus
 	limit  pb.RateLimitResponse_RateLimit
@@ -92,8 +91,8 @@ func newResponse(n int) (*pb.RateLimitResponse, []statusParts) {
 	return resp, parts
 }
 
-// newPlanOf returns an empty plan with room for n descriptors: for up to
-// three, the plan and its slices' arrays in one allocation instead of four
+// newPlanOf returns an empty plan with room for n descriptors. For up to
+// three, the plan and its slices' arrays are allocated together
 // (BenchmarkDecide, TestDecideAllocs).
 func newPlanOf(n int) *plan {
 	switch {
@@ -122,10 +121,10 @@ func newPlanOf(n int) *plan {
 // maxRemaining is limit_remaining of an unlimited descriptor.
 const maxRemaining = math.MaxUint32
 
-// newPlan matches every descriptor of req to its limit, fills the statuses
-// (parts, by descriptor) of the descriptors that have none (no match,
-// unlimited, replaced, negative hits), and returns the plan of the others,
-// whose current limits it writes in parts.
+// newPlan matches every descriptor of req to its limit. It fills the
+// statuses (parts, by descriptor) of the descriptors that have none: no
+// match, unlimited, replaced, negative hits. It returns the plan of the
+// others, and writes their current limits in parts.
 func (s *Service) newPlan(cfg *config.Config, req *pb.RateLimitRequest, parts []statusParts) (*plan, error) {
 	n := len(req.Descriptors)
 	depth := 0
@@ -289,17 +288,19 @@ func (p *plan) add(it *item, key string, limit redlimit.Limit) int {
 }
 
 // hitsOf returns what descriptor d of req costs, and whether its hits are
-// a debit, recorded whatever the limit says, or an admission, denied and
-// consuming nothing when they do not fit. This is where the counting of a
-// rule (config.Counting) turns into the counting of a request.
+// a debit or an admission. A debit is recorded whatever the limit says. An
+// admission is denied, consuming nothing, when it does not fit. This is
+// where the counting of a rule (config.Counting) turns into the counting
+// of a request.
 //
-// The cost is the descriptor's own hits_addend if set (0 checks without
-// consuming, as envoyproxy/ratelimit has it), else the request's (0 means
-// 1); validate has checked it. The counting is the matched rule's (its own
-// or its file's), else Options.Counting, else auto, under which a
-// descriptor is a debit when it carries its own hits_addend: Envoy sets it
-// from a route's hits_addend, as the check-then-debit flow of cost budgets
-// does for the cost it measured after the work (apply_on_stream_done).
+// The cost is the descriptor's own hits_addend if set. Its 0 checks
+// without consuming, as envoyproxy/ratelimit has it. Else the cost is the
+// request's, where 0 means 1. validate has checked it. The counting is the
+// matched rule's (its own or its file's), else Options.Counting, else
+// auto. Under auto, a descriptor is a debit when it carries its own
+// hits_addend. Envoy sets it from a route's hits_addend. The
+// check-then-debit flow of cost budgets does so for the cost it measured
+// after the work (apply_on_stream_done).
 func (s *Service) hitsOf(req *pb.RateLimitRequest, d *rlpb.RateLimitDescriptor, rule *config.Rule) (cost int64, debit bool) {
 	cost = int64(max(1, req.HitsAddend))
 	if d.HitsAddend != nil {

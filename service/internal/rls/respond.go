@@ -52,21 +52,22 @@ func (s *Service) respond(req *pb.RateLimitRequest, p *plan, resp *pb.RateLimitR
 	}
 }
 
-// resetOf returns duration_until_reset for a result: when the request was
-// allowed, how long until the whole allowance is back if nothing else is
-// admitted (Result.ResetAfter); when it was denied, how long until a request
-// of the same cost could pass (Result.RetryAfter), or ResetAfter if it never
-// can (its cost is above the limit). This is the httplimit package's
-// definition of the RateLimit field's reset, too, except for that last case,
-// where httplimit's field has no reset and duration_until_reset needs one.
+// resetOf returns duration_until_reset for a result. When the request was
+// allowed, it is how long until the whole allowance is back if nothing
+// else is admitted (Result.ResetAfter). When it was denied, it is how long
+// until a request of the same cost could pass (Result.RetryAfter). If it
+// never can (its cost is above the limit), it is ResetAfter. This is the
+// httplimit package's reset of the RateLimit field too, but for that last
+// case. There httplimit's field has no reset, and duration_until_reset
+// needs one.
 //
 // For a fixed window both are the end of the window, as in
 // envoyproxy/ratelimit. For a sliding log, ResetAfter is when the newest
-// request counted leaves the log; for a sliding window, when the current
-// window's count stops weighing (the end of the next window); for a token
-// bucket, when the bucket is full again. A denial's RetryAfter comes as soon
-// as enough leaves the log, the weighted count drops enough, or enough
-// tokens are back.
+// request counted leaves the log. For a sliding window, it is when the
+// current window's count stops weighing: the end of the next window. For
+// a token bucket, it is when the bucket is full again. A denial's
+// RetryAfter comes as soon as enough leaves the log, the weighted count
+// drops enough, or enough tokens are back.
 func resetOf(res redlimit.Result) time.Duration {
 	if res.Allowed || res.RetryAfter == redlimit.Never {
 		return max(0, res.ResetAfter)
@@ -81,10 +82,10 @@ func setDuration(dst *durationpb.Duration, d time.Duration) *durationpb.Duration
 	return dst
 }
 
-// headers returns the rate-limit fields of the enforced items of p (and
-// of its quotas when they denied the request), and Retry-After when the
-// request was denied and can be retried; nil when every item is in shadow
-// mode, which never shows in the fields.
+// headers returns the rate-limit fields of the enforced items of p, and of
+// its quotas when they denied the request. It adds Retry-After when the
+// request was denied and can be retried. It returns nil when every item is
+// in shadow mode, which never shows in the fields.
 func (s *Service) headers(p *plan) []*corepb.HeaderValue {
 	var quotas []ratelimitfield.Quota
 	var enforced []redlimit.Result

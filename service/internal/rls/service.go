@@ -49,12 +49,12 @@ func New(opts Options) (*Service, error) {
 	return s, nil
 }
 
-// SetConfig makes c the configuration of every request that starts from now
-// on; requests in flight finish with the one they started with. A nil c is
-// ignored: the service never goes back to having no configuration. The
-// detailed_metric labels of rules that c no longer names by values (a rule
-// removed, renamed or no longer detailed) are given back, their series
-// dropped (see "Metrics" in the package documentation).
+// SetConfig makes c the configuration of every request that starts from
+// now on. Requests in flight finish with the one they started with. A nil
+// c is ignored: the service never goes back to having no configuration.
+// Some rules c no longer names by values: a rule removed, renamed or no
+// longer detailed. Their detailed_metric labels are given back, and their
+// series dropped (see "Metrics" in the package documentation).
 func (s *Service) SetConfig(c *config.Config) {
 	if c != nil {
 		s.setMu.Lock()

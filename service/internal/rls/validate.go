@@ -12,12 +12,13 @@ import (
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
-// validate checks req against the caps: a domain, 1..MaxDescriptors
-// descriptors of 1..MaxEntries entries each, no empty key, at most MaxBytes
-// of domain, keys and values together; and every descriptor's hits_addend
-// (at most redlimit.MaxCost) and limit override (see checkOverride),
-// whether or not a rule applies to it. Errors wrap [ErrInvalidRequest] and name the descriptor
-// and entry by index.
+// validate checks req against the caps. It needs a domain, and
+// 1..MaxDescriptors descriptors of 1..MaxEntries entries each. No key may
+// be empty. The domain, keys and values together hold at most MaxBytes.
+// It checks every descriptor's hits_addend (at most redlimit.MaxCost) and
+// limit override (see checkOverride), whether or not a rule applies to
+// it. Errors wrap [ErrInvalidRequest], and name the descriptor and entry
+// by index.
 func (s *Service) validate(req *pb.RateLimitRequest) error {
 	if req == nil {
 		return fmt.Errorf("%w: no request", ErrInvalidRequest)
@@ -79,10 +80,10 @@ func (s *Service) checkOverride(o *rlpb.RateLimitDescriptor_RateLimitOverride, i
 	return nil
 }
 
-// overridePeriod returns the unit name and the period of the limit override
-// of descriptor i, and checks it: a known unit, requests_per_unit above 0,
-// and a unit_multiplier (1 when unset) that keeps the period within
-// redlimit.MaxPeriod.
+// overridePeriod returns the unit name and the period of the limit
+// override of descriptor i, and checks it. The unit must be known, and
+// requests_per_unit above 0. The unit_multiplier (1 when unset) must keep
+// the period within redlimit.MaxPeriod.
 func overridePeriod(o *rlpb.RateLimitDescriptor_RateLimitOverride, i int) (string, time.Duration, error) {
 	name := strings.ToLower(o.Unit.String())
 	unit, ok := config.Units[name]

@@ -15,12 +15,12 @@ var (
 )
 
 // CheckWire checks a RateLimitRequest in protobuf wire format against the
-// caps on descriptors and entries before it is decoded: decoding allocates
-// about 60 bytes per byte of a message of empty descriptors or entries,
-// which the caps would refuse only after. It counts the fields without
-// decoding them; the errors wrap [ErrInvalidRequest] as [Service.Decide]'s
-// do. A message that is not well formed is refused too: the decoder would
-// allocate what comes before the fault.
+// caps on descriptors and entries, before it is decoded. Decoding a
+// message of empty descriptors or entries allocates many times its size.
+// The caps would refuse it only after (docs/SECURITY.md). CheckWire counts
+// the fields without decoding them. Its errors wrap [ErrInvalidRequest] as
+// [Service.Decide]'s do. A message that is not well formed is refused
+// too: the decoder would allocate what comes before the fault.
 func (s *Service) CheckWire(msg []byte) error {
 	n := 0
 	for len(msg) > 0 {
