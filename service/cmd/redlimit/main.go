@@ -8,36 +8,38 @@
 //
 //	redlimit bench [flags]
 //
-// drives a closed loop of requests at the library (memory or a Redis URL) or
-// at a running service (RLS gRPC or /json) and reports decisions per second
-// and latency percentiles (internal/loadgen).
+// drives a closed loop of requests at the library (memory or a Redis URL),
+// or at a running service (RLS gRPC or /json). It reports decisions per
+// second and latency percentiles (internal/loadgen).
 //
 //	redlimit simulate [flags]
 //
-// replays a traffic pattern through every algorithm on a virtual clock and
+// replays a traffic pattern through every algorithm on a virtual clock. It
 // reports what each admitted, with an SVG chart (internal/sim).
 //
 //	redlimit check --config PATH [flags]
 //
-// loads rule files exactly as serve does and prints their rule tree, or
-// every problem as file:line, exiting non-zero (internal/rulecheck).
+// loads rule files exactly as serve does and prints their rule tree. Or it
+// prints every problem as file:line, and exits non-zero
+// (internal/rulecheck).
 //
 //	redlimit version
 //
 // prints the version, the commit and the Go version of the build
 // (internal/version); redlimit --version does the same.
 //
-// Every flag of serve can also be set by an
-// environment variable, REDLIMIT_ and the flag's name in upper case with
-// '-' as '_' (--grpc-addr: REDLIMIT_GRPC_ADDR); a flag on the command line
-// wins. `redlimit serve --help` lists them.
+// Every flag of serve can also be set by an environment variable. Its name
+// is REDLIMIT_ and the flag's name in upper case, with '-' as '_'
+// (--grpc-addr: REDLIMIT_GRPC_ADDR). A flag on the command line wins.
+// `redlimit serve --help` lists them.
 //
-// Invoked as ratelimit (a link or copy named so, as the image's
-// /bin/ratelimit), the command is serve, its arguments serve's flags, and
-// envoyproxy/ratelimit's defaults complete its environment: the image
-// swaps in for envoyproxy/ratelimit's under the command its manifests run.
+// It may be invoked as ratelimit: a link or copy named so, as the image's
+// /bin/ratelimit. The command is then serve, and its arguments serve's
+// flags. envoyproxy/ratelimit's defaults complete its environment. So the
+// image swaps in for envoyproxy/ratelimit's under the command its
+// manifests run.
 //
-// Each subcommand is a Main(args, stdout, stderr) int of its package, which
+// Each subcommand is a Main(args, stdout, stderr) int of its package. It
 // parses its flags and returns the exit code: server.Main, rulecheck.Main,
 // loadgen.Main and sim.Main. The command only picks one.
 package main

@@ -16,11 +16,11 @@ import (
 	"github.com/redlimit/redlimit/service/internal/rls"
 )
 
-// decodeTarget is what the RLS handler decodes a request into: serverCodec
+// decodeTarget is what the RLS handler decodes a request into. serverCodec
 // checks the message against the service's caps (rls.Service.CheckWire)
-// before it decodes it, and records an error instead of returning it,
-// which grpc-go would answer Internal, a server error, when the client
-// sent the bytes.
+// before it decodes it. It records an error instead of returning it.
+// grpc-go would answer a returned error with Internal, a server error. But
+// the client sent the bytes.
 type decodeTarget struct {
 	svc *rls.Service
 	req pb.RateLimitRequest
@@ -82,8 +82,8 @@ func (s *Server) shouldRateLimit(srv any, ctx context.Context, dec func(any) err
 }
 
 // setRLSHandler makes the UnaryServerInfo and the handler shouldRateLimit
-// gives its interceptor: made once, as two allocations a request would
-// otherwise be (TestShouldRateLimitAllocs).
+// gives its interceptor. They are made once, not per request
+// (TestShouldRateLimitAllocs).
 func (s *Server) setRLSHandler() {
 	s.rlsInfo = &grpc.UnaryServerInfo{Server: s.svc, FullMethod: pb.RateLimitService_ShouldRateLimit_FullMethodName}
 	s.rlsHandler = func(ctx context.Context, req any) (any, error) {

@@ -155,15 +155,16 @@ func RatelimitMain(args []string, stdout, stderr io.Writer) int {
 	return serve(args, stdout, stderr, true)
 }
 
-// Main runs `redlimit serve` with args (the flags after "serve"), its
-// help and errors written to stdout and stderr, until SIGTERM or SIGINT;
-// it returns the process's exit code: 0, 1 when the service cannot start or
-// stops on an error, 2 for a bad flag or environment variable. Every flag
-// can also be set by an environment variable, REDLIMIT_ and the flag's
-// name in upper case with '-' as '_' (--grpc-addr: REDLIMIT_GRPC_ADDR); a
-// flag on the command line wins. SIGHUP reloads the configuration and the
-// TLS files. envoyproxy/ratelimit's environment variables set flags too,
-// below REDLIMIT_ ones (envoyenv.go and docs/MIGRATING.md).
+// Main runs `redlimit serve` with args (the flags after "serve"), until
+// SIGTERM or SIGINT. Its help and errors go to stdout and stderr. It
+// returns the process's exit code. That is 0, or 1 when the service
+// cannot start or stops on an error, or 2 for a bad flag or environment
+// variable. Every flag can also be set by an environment variable:
+// REDLIMIT_ and the flag's name in upper case, with '-' as '_'
+// (--grpc-addr: REDLIMIT_GRPC_ADDR). A flag on the command line wins.
+// SIGHUP reloads the configuration and the TLS files.
+// envoyproxy/ratelimit's environment variables set flags too, below
+// REDLIMIT_ ones (envoyenv.go and docs/MIGRATING.md).
 func Main(args []string, stdout, stderr io.Writer) int {
 	return serve(args, stdout, stderr, false)
 }

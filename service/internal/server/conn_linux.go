@@ -13,8 +13,8 @@ import (
 const tcpUserTimeout = 0x12
 
 // setUserTimeout sets TCP_USER_TIMEOUT on c, or on the TCP connection
-// beneath c's TLS, as grpc-go does on the TCP connections it is given (the
-// guard hands it a wrapper, which it leaves alone): data unacknowledged for
+// beneath c's TLS. grpc-go does so on the TCP connections it is given. The
+// guard hands it a wrapper, which it leaves alone. Data unacknowledged for
 // d closes the connection.
 func setUserTimeout(c net.Conn, d time.Duration) error {
 	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {

@@ -23,10 +23,10 @@ type connBounds struct {
 	age time.Duration
 }
 
-// limitConnections returns ln with its connections bounded by b, so that
+// limitConnections returns ln with its connections bounded by b. So
 // clients which hold connections open cannot take the process's file
-// descriptors and memory, and a client refused by a reloaded client CA
-// loses its open connections within b.age.
+// descriptors and memory. A client refused by a reloaded client CA loses
+// its open connections within b.age.
 func limitConnections(ln net.Listener, b connBounds) net.Listener {
 	return &limitedListener{Listener: ln, b: b}
 }

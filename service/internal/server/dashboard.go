@@ -48,9 +48,9 @@ func (o observer) Descriptor(domain, rule string, out rls.Outcome, src redlimit.
 // label are deleted; the dashboard keeps its own bounded table of series.
 func (o observer) DropLabel(domain, rule string) { o.metrics.DropLabel(domain, rule) }
 
-// Backend implements rls.Observer: the dashboard takes the latency of each
-// call but those the deny cache answered (without asking the store), and
-// counts as backend errors the calls that failed and those a failure
+// Backend implements rls.Observer. The dashboard takes the latency of each
+// call, but for those the deny cache answered without asking the store. It
+// counts as backend errors the calls that failed, and those a failure
 // policy answered, as redlimit_backend_errors_total does.
 func (o observer) Backend(took time.Duration, src redlimit.Source, err error) {
 	o.metrics.Backend(took, src, err)

@@ -20,14 +20,14 @@ import (
 // name it.
 const rlsService = "envoy.service.ratelimit.v3.RateLimitService"
 
-// Keepalive settings of the gRPC server. Envoy keeps its connections to the
-// rate limit service open; pings every 30 s find dead peers behind NATs and
-// load balancers, and clients may ping every 5 s. A connection without a
-// request for 5 minutes is closed (GOAWAY: its client reconnects when it
-// needs to), and every connection is closed gracefully after
-// Options.GRPCMaxConnectionAge (plus or minus 10%), its requests in flight
-// given 10 s, so that clients spread again over the instances after a
-// scale-up and no connection holds anything for ever.
+// Keepalive settings of the gRPC server. Envoy keeps its connections to
+// the rate limit service open. Pings every 30 s find dead peers behind
+// NATs and load balancers. Clients may ping every 5 s. A connection
+// without a request for 5 minutes is closed (GOAWAY); its client
+// reconnects when it needs to. Every connection is closed gracefully after
+// Options.GRPCMaxConnectionAge, plus or minus 10%. Its requests in flight
+// get 10 s. So clients spread again over the instances after a scale-up,
+// and no connection holds anything for ever.
 const (
 	keepaliveTime         = 30 * time.Second
 	keepaliveTimeout      = 10 * time.Second
@@ -40,9 +40,9 @@ const (
 var maxConnectionIdle = 5 * time.Minute
 
 // Flow-control windows. A stream's window is the HTTP/2 default rounded to
-// 64 KiB: RLS requests are a few hundred bytes, and grpc-go widens the
-// window of a stream by its message's length as it reads a larger one. The
-// connection's window lets many streams send at once; it bounds nothing, as
+// 64 KiB. RLS requests are a few hundred bytes. grpc-go widens the window
+// of a stream by its message's length as it reads a larger one. The
+// connection's window lets many streams send at once. It bounds nothing:
 // grpc-go returns it as it reads the frames.
 const (
 	streamWindowSize = 64 << 10

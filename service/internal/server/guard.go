@@ -16,12 +16,12 @@ import (
 // connection: the number of connections, and the memory the open streams
 // hold.
 //
-// grpc-go keeps what a stream received until its message is complete, each
-// DATA frame a buffer of its own (a message sent in frames of one byte
-// costs 20 to 40 bytes of heap per byte while it waits for the rest), and
-// keeps a stream, with its header fields, until its answer is written,
-// which a client that reads nothing can put off until the connection's
-// maximum age. The guard follows the HTTP/2 frames of each connection in
+// grpc-go keeps what a stream received until its message is complete. Each
+// DATA frame is a buffer of its own. So a message sent in frames of one
+// byte costs many times its size while it waits for the rest
+// (docs/SECURITY.md). grpc-go keeps a stream, with its header fields,
+// until its answer is written. A client that reads nothing can put that
+// off until the connection's maximum age. The guard follows the HTTP/2 frames of each connection in
 // both directions, without changing them, and counts for every open stream
 // (from the client's HEADERS to the END_STREAM or RST_STREAM that ends it
 // on the server's side, or the client's RST_STREAM) streamCost, and the
@@ -52,7 +52,7 @@ type connGuard struct {
 const (
 	// frameCost is what grpc-go holds for each DATA frame besides its
 	// data until the message is complete: its buffer and the slices that
-	// track it (about 40 bytes for a frame of one byte).
+	// track it.
 	frameCost = 64
 	// streamCost is what an open stream holds besides its message: the
 	// stream, its header fields (17 KB with maxHeaderListBytes of fields
