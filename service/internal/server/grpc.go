@@ -68,8 +68,8 @@ const streamWorkers = 128
 // (MaxMessageBytes), streams per connection (GRPCMaxStreams), the header
 // size cap, keepalive, idle and age limits (GRPCMaxConnectionAge), fixed
 // flow-control windows and stream workers. The service adds its handlers,
-// a panic recovery and a listener that applies GRPCMaxConnections and
-// GRPCMaxPendingBytes; the benchmarks use the same settings to measure
+// a panic recovery, and a listener that applies GRPCMaxConnections and
+// GRPCMaxPendingBytes. The benchmarks use the same settings to measure
 // gRPC on its own.
 func GRPCOptions(o Options) []grpc.ServerOption {
 	o = withDefaults(o)
@@ -98,11 +98,11 @@ func GRPCOptions(o Options) []grpc.ServerOption {
 	}
 }
 
-// newGRPC returns the gRPC server: the RLS service (a request that does not
-// decode answered InvalidArgument), the health service and server
-// reflection, with the settings of [GRPCOptions], the span of each
-// ShouldRateLimit with tracing on, and a recovery that turns a panic into
-// an Internal status instead of a crash.
+// newGRPC returns the gRPC server. It serves the RLS service, the health
+// service and server reflection. A request that does not decode is
+// answered InvalidArgument. It has the settings of [GRPCOptions]. With
+// tracing on, each ShouldRateLimit has a span. A recovery turns a panic
+// into an Internal status instead of a crash.
 func (s *Server) newGRPC() *grpc.Server {
 	interceptors := []grpc.UnaryServerInterceptor{s.recoverUnary}
 	if s.tracing != nil {
@@ -154,11 +154,11 @@ func (s *Server) watchReadiness(ctx context.Context) {
 	}
 }
 
-// watchEnds is the gRPC health service whose Watch streams end, Unavailable,
-// when done is closed (at the shutdown, once they have been sent
-// NOT_SERVING): a Watch lasts until its client ends it, and the graceful
-// stop would otherwise wait for it until the shutdown timeout, then cut off
-// every RPC still running.
+// watchEnds is the gRPC health service whose Watch streams end,
+// Unavailable, when done is closed. That happens at the shutdown, once
+// they have been sent NOT_SERVING. A Watch lasts until its client ends
+// it. The graceful stop would otherwise wait for it until the shutdown
+// timeout, then cut off every RPC still running.
 type watchEnds struct {
 	*health.Server
 	done <-chan struct{}
@@ -185,11 +185,11 @@ func (h watchEnds) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health
 
 // reflectionEnds returns a stream interceptor that ends the server
 // reflection streams (ServerReflectionInfo, v1 and v1alpha), Unavailable,
-// when done is closed (at the shutdown): such a stream lasts until its
-// client ends it, and the graceful stop would otherwise wait for it until
-// the shutdown timeout, then cut off every RPC still running. grpc-go's
+// when done is closed at the shutdown. Such a stream lasts until its
+// client ends it. The graceful stop would otherwise wait for it until the
+// shutdown timeout, then cut off every RPC still running. grpc-go's
 // reflection handler waits in Recv, which its context's end does not
-// interrupt: the handler runs in a goroutine of its own, and the
+// interrupt. So the handler runs in a goroutine of its own. The
 // interceptor returns without it, which ends the stream and so the Recv.
 // The handler's Send is kept from running past that return. Other streams
 // pass through.

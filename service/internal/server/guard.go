@@ -12,24 +12,26 @@ import (
 )
 
 // A connGuard bounds what the clients of the gRPC server can make it hold
-// over all connections, where grpc-go's settings bound only each
-// connection: the number of connections, and the memory the open streams
-// hold.
+// over all connections. grpc-go's settings bound only each connection. It
+// bounds the number of connections, and the memory the open streams hold.
 //
 // grpc-go keeps what a stream received until its message is complete. Each
 // DATA frame is a buffer of its own. So a message sent in frames of one
 // byte costs many times its size while it waits for the rest
 // (docs/SECURITY.md). grpc-go keeps a stream, with its header fields,
 // until its answer is written. A client that reads nothing can put that
-// off until the connection's maximum age. The guard follows the HTTP/2 frames of each connection in
-// both directions, without changing them, and counts for every open stream
-// (from the client's HEADERS to the END_STREAM or RST_STREAM that ends it
-// on the server's side, or the client's RST_STREAM) streamCost, and the
-// length of each DATA frame it received plus frameCost. When the count
-// over all connections passes the budget, it closes the connection that
-// holds the most, which ends its streams and frees what they held.
+// off until the connection's maximum age.
 //
-// The guard reads cleartext HTTP/2: with TLS, it wraps the TLS connection
+// The guard follows the HTTP/2 frames of each connection in both
+// directions, without changing them. It counts streamCost for every open
+// stream. A stream is open from the client's HEADERS to the END_STREAM or
+// RST_STREAM that ends it on the server's side, or the client's
+// RST_STREAM. It counts the length of each DATA frame it received, plus
+// frameCost. When the count over all connections passes the budget, it
+// closes the connection that holds the most. That ends its streams and
+// frees what they held.
+//
+// The guard reads cleartext HTTP/2. With TLS, it wraps the TLS connection
 // (see tlsListener) and reads the decrypted frames.
 type connGuard struct {
 	maxConns int
@@ -55,9 +57,9 @@ const (
 	// track it.
 	frameCost = 64
 	// streamCost is what an open stream holds besides its message: the
-	// stream, its header fields (17 KB with maxHeaderListBytes of fields
-	// of no value, 3 KB with a few) and the goroutine that waits for its
-	// message (8 KB).
+	// stream, its header fields, and the goroutine that waits for its
+	// message. It assumes header fields up to maxHeaderListBytes
+	// (TestMemoryBounds).
 	streamCost = 32 << 10
 )
 

@@ -13,15 +13,15 @@ import (
 
 // hostPolicy decides which Host header values the HTTP server answers.
 //
-// An IP address and localhost are always allowed, on any port: a page that
-// reaches the server by DNS rebinding does so under a name its attacker
-// controls (the browser sends that name as Host), never under an address
-// or localhost, which no resolver the attacker controls can answer for.
-// Other names are allowed only when listed: a name (any port), a name with
-// a port, or a domain with its subdomains (".example.com"); "*" allows any
-// Host. The port of Host is not checked otherwise: it says nothing about
-// the page that sent the request, and tunnels (ssh -L, kubectl
-// port-forward) change it.
+// An IP address and localhost are always allowed, on any port. A page
+// that reaches the server by DNS rebinding does so under a name its
+// attacker controls. The browser sends that name as Host. It never uses
+// an address or localhost: no resolver the attacker controls can answer
+// for those. Other names are allowed only when listed: a name (any port),
+// a name with a port, or a domain with its subdomains (".example.com").
+// "*" allows any Host. The port of Host is not checked otherwise. It says
+// nothing about the page that sent the request, and tunnels (ssh -L,
+// kubectl port-forward) change it.
 type hostPolicy struct {
 	any      bool
 	names    map[string]bool // lower case, any port
@@ -118,13 +118,13 @@ func (p *hostPolicy) checkHost(next http.Handler) http.Handler {
 	})
 }
 
-// crossOrigin returns next behind net/http's CrossOriginProtection: a
+// crossOrigin returns next behind net/http's CrossOriginProtection. A
 // request that can change something (not GET, HEAD or OPTIONS) from a
 // browser page of another origin is refused with 403. So is a GET or HEAD
-// that a page of another site makes the browser send (an image, a script,
-// a frame, a fetch: Sec-Fetch-Site cross-site, and not a top-level
-// navigation, which a user follows), since some GETs cost work (a CPU
-// profile under --pprof). Requests from the same origin, links a user
+// that a page of another site makes the browser send. That is an image, a
+// script, a frame or a fetch: Sec-Fetch-Site cross-site, and not a
+// top-level navigation, which a user follows. Some GETs cost work: a CPU
+// profile under --pprof. Requests from the same origin, links a user
 // follows, and clients that are not browsers are served.
 func crossOrigin(next http.Handler) http.Handler {
 	c := http.NewCrossOriginProtection()

@@ -35,10 +35,10 @@ func listen(addr string, perm os.FileMode) (net.Listener, error) {
 }
 
 // listenUnix makes a Unix socket at path, with permission bits perm from
-// its first moment: it binds a socket under a temporary name, sets its
-// mode, and renames it to path, so that no client can connect while its
-// mode is the umask's. A socket left at path by a process that is gone is
-// replaced; one that a process still serves, or a file that is not a
+// its first moment. It binds a socket under a temporary name, sets its
+// mode, and renames it to path. So no client can connect while its mode
+// is the umask's. A socket left at path by a process that is gone is
+// replaced. One that a process still serves, or a file that is not a
 // socket, is an error.
 func listenUnix(path string, perm os.FileMode) (net.Listener, error) {
 	if perm&^os.ModePerm != 0 {

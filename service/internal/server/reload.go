@@ -46,9 +46,9 @@ func (s *Server) Reload() error {
 }
 
 // load loads the configuration path; an empty path is a configuration with
-// no domains. It returns ctx's error as soon as ctx is done, leaving the
-// load to end in the background: the config package bounds the work of a
-// load, but not how long a read of a hung file system may wait.
+// no domains. It returns ctx's error as soon as ctx is done. The load then
+// ends in the background. The config package bounds the work of a load,
+// but not how long a read of a hung file system may wait.
 func (s *Server) load(ctx context.Context) (*config.Config, error) {
 	if s.opts.ConfigPath == "" {
 		s.log.Warn("no configuration named (--config): no rules, every request is allowed")

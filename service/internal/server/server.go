@@ -84,12 +84,12 @@ type Options struct {
 	// around it is ignored. It must be a regular file of at most 64 KiB;
 	// only one of RedisURL and RedisURLFile may be set.
 	RedisURLFile string
-	// MemoryMaxKeys and MemoryMaxBytes bound the in-memory store: the store
-	// itself without Redis, and with Redis the local fallback that the
-	// rules' failure policy "local" decides in (defaults
-	// memory.DefaultMaxKeys, about a million states, and
-	// memory.DefaultMaxBytes, 1 GiB). A full store denies new keys; the heap
-	// can reach about twice MemoryMaxBytes with Go's default GC settings.
+	// MemoryMaxKeys and MemoryMaxBytes bound the in-memory store. Without
+	// Redis, that is the store itself. With Redis, it is the local
+	// fallback that the rules' failure policy "local" decides in. The
+	// defaults are memory.DefaultMaxKeys and memory.DefaultMaxBytes. A full
+	// store denies new keys. The heap can reach about twice MemoryMaxBytes
+	// with Go's default GC settings.
 	MemoryMaxKeys  int
 	MemoryMaxBytes int64
 	// RedisPrefix starts every Redis key (default redisstore.DefaultPrefix).
@@ -99,9 +99,9 @@ type Options struct {
 	// past it the rules' failure policies answer.
 	Timeout time.Duration
 	// GRPCAddr and HTTPAddr are the listen addresses (default
-	// [DefaultGRPCAddr] and [DefaultHTTPAddr]): host:port, port 0 picking a
-	// free port, or unix:PATH for a Unix socket (unix:///PATH also names an
-	// absolute path, as gRPC clients write it).
+	// [DefaultGRPCAddr] and [DefaultHTTPAddr]). An address is host:port,
+	// port 0 picking a free port. Or it is unix:PATH for a Unix socket.
+	// unix:///PATH also names an absolute path, as gRPC clients write it.
 	GRPCAddr, HTTPAddr string
 	// ProbeAddr, when set, is a third listen address, plain HTTP whatever
 	// the TLS options, that serves GET /healthz, /readyz and /healthcheck
@@ -112,20 +112,21 @@ type Options struct {
 	ProbeAddr string
 	// UnixSocketMode is the permission bits of the Unix sockets the server
 	// makes (default [DefaultUnixSocketMode], 0660: the owner and group may
-	// connect). The socket has them from its first moment; a socket left at
-	// the path by a process that is gone is replaced, one still served is
-	// an error, and the server removes its sockets when it stops.
+	// connect). The socket has them from its first moment. A socket left
+	// at the path by a process that is gone is replaced. One still served
+	// is an error. The server removes its sockets when it stops.
 	UnixSocketMode os.FileMode
 	// TLSCertFile and TLSKeyFile name the PEM files of the server's
 	// certificate (followed by its chain) and private key. Set, the gRPC
-	// address serves TLS only (TLS 1.2 and up, ALPN h2), and the HTTP
-	// address as HTTPTLS says. The files are watched, and reloaded when
-	// they change (package tlsreload): written in place, renamed over, or
-	// swapped behind a mounted Kubernetes Secret's link; new handshakes take
-	// the new certificate, open connections keep theirs. Files that do not
-	// load (missing, not whole PEM, a key of another certificate, an
-	// expired certificate) are a start-up error, and at a reload are
-	// logged and counted while the certificate in use keeps serving.
+	// address serves TLS only (TLS 1.2 and up, ALPN h2). The HTTP address
+	// serves as HTTPTLS says. The files are watched, and reloaded when they
+	// change (package tlsreload). They may be written in place, renamed
+	// over, or swapped behind a mounted Kubernetes Secret's link. New
+	// handshakes take the new certificate; open connections keep theirs.
+	// Some files do not load: missing, not whole PEM, a key of another
+	// certificate, an expired certificate. At start-up they are an error.
+	// At a reload they are logged and counted, while the certificate in use
+	// keeps serving.
 	TLSCertFile, TLSKeyFile string
 	// TLSClientCAFile names a PEM file of CA certificates. Set, the gRPC
 	// address requires of every client a certificate that chains to one
@@ -133,9 +134,9 @@ type Options struct {
 	// It is reloaded with the certificate.
 	TLSClientCAFile string
 	// TLSClientSANs, when not empty, also requires that a gRPC client's
-	// certificate names one of them as a SAN (DNS name, URI, IP address or
-	// email address); a certificate the CA signed for another is refused.
-	// It needs TLSClientCAFile.
+	// certificate names one of them as a SAN: a DNS name, URI, IP address
+	// or email address. A certificate the CA signed for another is
+	// refused. It needs TLSClientCAFile.
 	TLSClientSANs []string
 	// HTTPTLS says what the HTTP address serves when a certificate is set
 	// (default [HTTPTLSOn]: TLS without client certificates).
@@ -219,27 +220,28 @@ type Options struct {
 	// change before it is reloaded (default [DefaultReloadDebounce]).
 	ReloadDebounce time.Duration
 	// NoDashboard turns off the live dashboard, which is otherwise served
-	// at / on the HTTP address (see package dashboard): decisions per
-	// second, the most limited keys, backend latency and errors, the
-	// breaker, the rules and a form to try a request. It shows keys and
-	// rules, so keep the address private, or turn it off.
+	// at / on the HTTP address (see package dashboard). The dashboard shows
+	// decisions per second, the most limited keys, backend latency and
+	// errors, the breaker, and the rules. It has a form to try a request.
+	// It shows keys and rules, so keep the address private, or turn it off.
 	NoDashboard bool
-	// AllowedHosts lists the names the HTTP server answers as Host, besides
-	// IP addresses and localhost, which it always answers (on any port):
+	// AllowedHosts lists the names the HTTP server answers as Host. It
+	// always answers IP addresses and localhost, on any port. An entry is
 	// "name" (any port), "name:port", ".domain" (the domain and its
 	// subdomains), or "*" for any Host. A request for another Host gets 421
-	// Misdirected Request, so that a page that reaches the server by DNS
-	// rebinding (under a name its attacker points at the server's address)
-	// reads and changes nothing. The names a deployment reaches the server
-	// by (a Kubernetes Service, a load balancer) must be listed; addresses
-	// (a pod's IP, as probes and Prometheus use) need not.
+	// Misdirected Request. So a page that reaches the server by DNS
+	// rebinding reads and changes nothing. Its attacker points a name at
+	// the server's address. The names a deployment reaches the server by
+	// must be listed: a Kubernetes Service, a load balancer. Addresses need
+	// not be: a pod's IP, as probes and Prometheus use.
 	AllowedHosts []string
-	// Tracing traces every decision with OpenTelemetry (package tracing):
-	// a span for each ShouldRateLimit call and POST /json, the child of
-	// the trace context the request carries (W3C traceparent), with a
-	// child span for each limiter call, exported over OTLP as the standard
-	// OTEL_* environment variables say (endpoint, protocol, sampler,
-	// service name). Off by default; off, it costs a decision nothing.
+	// Tracing traces every decision with OpenTelemetry (package tracing).
+	// Each ShouldRateLimit call and POST /json is a span. It is the child
+	// of the trace context the request carries (W3C traceparent). Each
+	// limiter call is a child span. Spans are exported over OTLP, as the
+	// standard OTEL_* environment variables say: endpoint, protocol,
+	// sampler, service name. Off by default; off, it costs a decision
+	// nothing.
 	Tracing bool
 	// TracerProvider, when not nil, makes the spans in place of the
 	// exporter the environment configures, and turns tracing on; the
@@ -263,11 +265,13 @@ type Options struct {
 	// (default rls.DefaultNearLimitRatio; NEAR_LIMIT_RATIO).
 	NearLimitRatio float64
 	// StatsdAddr, when set, sends envoyproxy/ratelimit's per-rule counters
-	// to this statsd server (host:port, over TCP as envoyproxy/ratelimit
-	// does) every StatsFlushInterval (default [DefaultStatsFlushInterval]),
-	// named ratelimit.service.rate_limit.<rule>.<stat>, each name ending
-	// with StatsdTags as ".__key=value" (USE_STATSD, STATSD_HOST,
-	// STATSD_PORT, STATS_FLUSH_INTERVAL, EXTRA_TAGS).
+	// to this statsd server. It is host:port, over TCP as
+	// envoyproxy/ratelimit does. They go every StatsFlushInterval (default
+	// [DefaultStatsFlushInterval]). They are named
+	// ratelimit.service.rate_limit.<rule>.<stat>. Each name ends with
+	// StatsdTags as ".__key=value". The envoyproxy/ratelimit variables are
+	// USE_STATSD, STATSD_HOST, STATSD_PORT, STATS_FLUSH_INTERVAL and
+	// EXTRA_TAGS.
 	StatsdAddr         string
 	StatsdTags         map[string]string
 	StatsFlushInterval time.Duration

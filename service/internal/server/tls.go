@@ -195,10 +195,10 @@ func (s *Server) handshakeFailed(listener, remote string, err error) {
 	}
 }
 
-// httpErrorLog is the HTTP server's ErrorLog: its lines go to the log at
-// Warn, but net/http's line for a failed handshake goes to
-// handshakeFailed, and one for a client that closed before its hello (a
-// TCP check) is dropped, as on gRPC.
+// httpErrorLog is the HTTP server's ErrorLog. Its lines go to the log at
+// Warn. But net/http's line for a failed handshake goes to
+// handshakeFailed. One for a client that closed before its hello (a TCP
+// check) is dropped, as on gRPC.
 type httpErrorLog struct{ s *Server }
 
 // httpHandshakeError starts net/http's line for a failed handshake.

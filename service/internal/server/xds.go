@@ -24,12 +24,12 @@ type XDSOptions struct {
 	// Headers are sent as gRPC metadata
 	// (CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS).
 	Headers map[string]string
-	// TLS connects over TLS (CONFIG_GRPC_XDS_SERVER_USE_TLS), trusting
-	// CAFile's CAs (default: the system's), with the client certificate
-	// of CertFile and KeyFile if set, and checking the server's name
-	// against ServerName if set (CONFIG_GRPC_XDS_SERVER_TLS_CACERT,
-	// CONFIG_GRPC_XDS_CLIENT_TLS_CERT and _KEY,
-	// CONFIG_GRPC_XDS_SERVER_TLS_SAN).
+	// TLS connects over TLS (CONFIG_GRPC_XDS_SERVER_USE_TLS). It trusts
+	// CAFile's CAs (default: the system's). It uses the client certificate
+	// of CertFile and KeyFile if set. It checks the server's name against
+	// ServerName if set. The variables are
+	// CONFIG_GRPC_XDS_SERVER_TLS_CACERT, CONFIG_GRPC_XDS_CLIENT_TLS_CERT and
+	// _KEY, and CONFIG_GRPC_XDS_SERVER_TLS_SAN.
 	TLS                                   bool
 	CAFile, CertFile, KeyFile, ServerName string
 	// MinBackoff and MaxBackoff bound the wait before connecting again
