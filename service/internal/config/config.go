@@ -135,11 +135,11 @@ var Units = map[string]time.Duration{
 // unitNames lists the units in the order error messages give them.
 const unitNames = "second, minute, hour, day, week, month, year"
 
-// New returns a Config of the given domains, as [Load] does for the domains
-// of its files: it reports two domains of the same name as an error wrapping
-// [ErrInvalid], and indexes the descriptors of domains not built by [Parse]
-// for [Config.Match]. New takes ownership of the domains: do not modify them
-// afterwards.
+// New returns a Config of the given domains, as [Load] does for the
+// domains of its files. It reports two domains of the same name as an
+// error wrapping [ErrInvalid]. It indexes the descriptors of domains not
+// built by [Parse] for [Config.Match]. New takes ownership of the domains:
+// do not modify them afterwards.
 func New(domains ...*Domain) (*Config, error) {
 	c := &Config{Domains: make(map[string]*Domain, len(domains))}
 	var errs []error

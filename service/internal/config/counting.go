@@ -14,22 +14,22 @@ const (
 	// service's, counting applies.
 	CountingDefault Counting = iota
 	// CountingAuto counts a descriptor that carries its own hits_addend as
-	// a debit and any other as an admission. Envoy sets a descriptor's
-	// hits_addend from a route's rate limit hits_addend, the way the
-	// check-then-debit flow of cost budgets (LLM tokens, bytes) reports
-	// a cost measured after the work (apply_on_stream_done), so that such
-	// a debit is recorded even when it takes the key over its limit, while
-	// plain requests keep redlimit's "a denied request consumes nothing".
+	// a debit, and any other as an admission. Envoy sets a descriptor's
+	// hits_addend from a route's rate limit hits_addend. The
+	// check-then-debit flow of cost budgets (LLM tokens, bytes) reports a
+	// cost measured after the work that way (apply_on_stream_done). So
+	// such a debit is recorded even when it takes the key over its limit.
+	// Plain requests keep redlimit's "a denied request consumes nothing".
 	// A hits_addend of 0 (a check) consumes nothing whatever the counting.
 	CountingAuto
 	// CountingAdmission counts every request as an admission: one that
 	// does not fit is denied and consumes nothing, so a client that keeps
 	// retrying while denied does not push its own limit further away.
 	CountingAdmission
-	// CountingDebit counts every hit, as envoyproxy/ratelimit does: a
-	// request that does not fit is answered OVER_LIMIT and its hits are
-	// recorded all the same, which may take the key into debt, so that
-	// later requests are denied until the debt has drained.
+	// CountingDebit counts every hit, as envoyproxy/ratelimit does. A
+	// request that does not fit is answered OVER_LIMIT, and its hits are
+	// recorded all the same. That may take the key into debt. Later
+	// requests are then denied until the debt has drained.
 	CountingDebit
 )
 

@@ -12,10 +12,10 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// Defaults of [Loader]: caps well above any rule file written by hand (the
-// largest examples of envoyproxy/ratelimit are a few KiB), which bound what
-// a load may allocate. Parsing takes some 60 to 120 bytes of memory per byte
-// of YAML, for the moment it lasts (docs/SECURITY.md has the figures).
+// Defaults of [Loader]: caps well above any rule file written by hand.
+// The largest examples of envoyproxy/ratelimit are a few KiB. The caps
+// bound what a load may allocate. Parsing takes memory in proportion to
+// the YAML, for the moment it lasts (docs/OPERATIONS.md has the figures).
 const (
 	// DefaultMaxFileBytes caps one rule file: 4 MiB, some 40,000 rules.
 	DefaultMaxFileBytes = 4 << 20
@@ -32,9 +32,9 @@ type Loader struct {
 	// [DefaultMaxTotalBytes]).
 	MaxTotalBytes int64
 	// MergeDomains merges the files that hold one domain, as
-	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does: their top-level
-	// descriptors make one tree, in the order the files are read, and two
-	// of one name in two files are an error. Without it (the default), a
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does. Their top-level
+	// descriptors make one tree, in the order the files are read. Two of
+	// one name in two files are an error. Without it (the default), a
 	// domain in two files is an error.
 	MergeDomains bool
 	// DefaultAlgorithm counts the limits whose file and rule name no
@@ -53,31 +53,32 @@ func Load(path string) (*Config, error) {
 // line and the field.
 //
 // A directory is read without descending into subdirectories, in name
-// order. Names starting with "." are skipped, which leaves out the
-// "..data" and "..2024_01_01_..." entries of a Kubernetes ConfigMap mount,
-// while its "rules.yaml -> ..data/rules.yaml" symbolic links are followed.
-// Only regular files are read, after following links: a directory entry
-// that is a directory is skipped, and a named pipe, a device or a socket,
-// as the path or in the directory, is an error wrapping [ErrNotRegular]
-// (checked before it is opened, and again on the open file, which is
-// opened without waiting for a writer). A link to nowhere is an error. An
+// order. Names starting with "." are skipped. That leaves out the "..data"
+// and "..2024_01_01_..." entries of a Kubernetes ConfigMap mount. Its
+// "rules.yaml -> ..data/rules.yaml" symbolic links are followed. Only
+// regular files are read, after following links. A directory entry that
+// is a directory is skipped. A named pipe, a device or a socket, as the
+// path or in the directory, is an error wrapping [ErrNotRegular]. That is
+// checked before it is opened, and again on the open file. The file is
+// opened without waiting for a writer. A link to nowhere is an error. An
 // empty directory is a valid Config with no domains, under which every
 // request is allowed. A path naming a file loads it whatever its name.
 //
 // A file above MaxFileBytes, or files above MaxTotalBytes together, are an
-// error wrapping [ErrTooLarge], given before they are read when their size
-// shows it. Aliases and merge keys may add at most a fixed number of nodes
-// to what a file holds (see package doc, "Errors"), so the work of loading
-// is linear in the bytes read. A load whose ctx is done stops before the
-// next file, with ctx's error.
+// error wrapping [ErrTooLarge]. It is given before they are read when
+// their size shows it. Aliases and merge keys may add at most a fixed
+// number of nodes to what a file holds (see package doc, "Errors"). So the
+// work of loading is linear in the bytes read. A load whose ctx is done
+// stops before the next file, with ctx's error.
 //
-// A file that cannot be read gives its [os.PathError]; problems in the files
-// give [*Error] values wrapping [ErrInvalid]. Every bad file of a directory
-// is reported, joined with [errors.Join]: a file that cannot be read, is
-// not regular, is above MaxFileBytes or does not parse is set aside and the
-// others are still read, so that one load lists them all. Only the path
-// itself, the cap on all files together and ctx stop a load at once. Two
-// files of one domain are an error, unless MergeDomains merges them.
+// A file that cannot be read gives its [os.PathError]. Problems in the
+// files give [*Error] values wrapping [ErrInvalid]. Every bad file of a
+// directory is reported, joined with [errors.Join]. A bad file cannot be
+// read, is not regular, is above MaxFileBytes or does not parse. It is set
+// aside, and the others are still read. So one load lists them all. Only
+// the path itself, the cap on all files together and ctx stop a load at
+// once. Two files of one domain are an error, unless MergeDomains merges
+// them.
 func (l Loader) Load(ctx context.Context, path string) (*Config, error) {
 	maxFile, maxTotal := l.MaxFileBytes, l.MaxTotalBytes
 	if maxFile <= 0 {

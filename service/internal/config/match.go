@@ -23,13 +23,16 @@ func (c *Config) Match(domain string, entries []Entry) *Rule {
 // Match returns the rule of d that applies to a request descriptor, or nil,
 // as [Config.Match] does.
 //
-// Level by level, the entry (key k, value v) selects the child with key k
-// and value v, else the first child in file order with key k and a wildcard
-// value that v matches, else the child with key k and no value; when none
-// exists, nothing matches (there is no backtracking to a less specific
-// child). After the last entry, the node reached gives its rule, which may
-// be nil. A request descriptor deeper than the tree matches nothing, and so
-// does one with no entries.
+// Level by level, the entry (key k, value v) selects a child:
+//   - the child with key k and value v;
+//   - else the first child in file order with key k and a wildcard value
+//     that v matches;
+//   - else the child with key k and no value.
+//
+// When none exists, nothing matches. There is no backtracking to a less
+// specific child. After the last entry, the node reached gives its rule,
+// which may be nil. A request descriptor deeper than the tree matches
+// nothing, and so does one with no entries.
 func (d *Domain) Match(entries []Entry) *Rule {
 	r, _ := d.match(entries, nil, false)
 	return r
@@ -75,9 +78,10 @@ func (d *Domain) match(entries []Entry, path []*Descriptor, record bool) (*Rule,
 }
 
 // KeyValue returns what stands for the request's value v in the key of a
-// limit, at a level where d was selected: d's wildcard pattern when d
-// shares its threshold (share_threshold), so that every value the pattern
-// matches counts against one limit, as in envoyproxy/ratelimit; else v.
+// limit, at a level where d was selected. When d shares its threshold
+// (share_threshold), that is d's wildcard pattern. So every value the
+// pattern matches counts against one limit, as in envoyproxy/ratelimit.
+// Otherwise it is v.
 func (d *Descriptor) KeyValue(v string) string {
 	if d.ShareThreshold {
 		return d.Value
@@ -86,23 +90,23 @@ func (d *Descriptor) KeyValue(v string) string {
 }
 
 // MetricName returns the name envoyproxy/ratelimit gives the metrics of a
-// request descriptor (entries) that matched r through path (as MatchPath
-// returns them): r.Path unless the rule or a level asks for the request's
-// values.
+// request descriptor (entries) that matched r through path. path is as
+// MatchPath returns it. The name is r.Path, unless the rule or a level
+// asks for the request's values.
 //
 // A detailed_metric rule is named by the domain and every entry's
-// key_value, the request's values; where a level shares its threshold,
-// key_pattern instead (and a key without a value is then its key alone).
-// Otherwise each level is named as in r.Path (key_value for an exact
-// value, key_pattern for a wildcard, key for the key alone), except that a
-// level with value_to_metric names the request's value (key_value) where
-// it matched the key alone or a wildcard, unless it shares its threshold.
-// Entries and path of different lengths give r.Path.
+// key_value: the request's values. A level that shares its threshold is
+// named key_pattern instead. A key without a value is then its key alone.
+// Otherwise each level is named as in r.Path: key_value for an exact
+// value, key_pattern for a wildcard, key for the key alone. A level with
+// value_to_metric names the request's value (key_value) instead. It does
+// so where it matched the key alone or a wildcard, unless it shares its
+// threshold. Entries and path of different lengths give r.Path.
 //
-// These are the names envoyproxy/ratelimit's code gives (its GetLimit, and
-// its tests of share_threshold): a shared level is named by the whole
-// pattern, "route_api/*", where its README's example 11 writes
-// "route_api" (and "method_GET" for a level that names no value).
+// These are the names envoyproxy/ratelimit's code gives: its GetLimit,
+// and its tests of share_threshold. A shared level is named by the whole
+// pattern, "route_api/*". Its README's example 11 writes "route_api"
+// there, and "method_GET" for a level that names no value.
 func (r *Rule) MetricName(entries []Entry, path []*Descriptor) string {
 	if len(path) != len(entries) || len(path) == 0 {
 		return r.Path

@@ -10,13 +10,14 @@ type replaceRef struct {
 }
 
 // merge returns ds with the domains of one name merged into the first of
-// them, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG merges the files of
-// one domain: the top-level descriptors of each later file are appended to
-// the first's, and two of them with one envoy name (key, or key_value) in
-// two files are an error, as within one file. Each file keeps its own
-// defaults (algorithm, failure_policy, counting), which its rules hold
-// already. The replaces names of every rule are then checked against the
-// rule names of the whole domain, where the domain's refs keep them.
+// them. envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG merges the files of one
+// domain the same way. The top-level descriptors of each later file are
+// appended to the first's. Two of them with one envoy name (key, or
+// key_value) in two files are an error, as within one file. Each file
+// keeps its own defaults (algorithm, failure_policy, counting). Its rules
+// hold them already. The replaces names of every rule are then checked
+// against the rule names of the whole domain. The domain's refs keep
+// them.
 func merge(ds []*Domain) ([]*Domain, []error) {
 	var (
 		out    []*Domain

@@ -32,9 +32,9 @@ const (
 	// parsing stops.
 	maxErrors = 20
 	// aliasAllowance is how many more nodes than the document holds
-	// aliases and merge keys may make parsing visit (a descriptor, or a
-	// key of a mapping, is one), a bound on "billion laughs" files and on
-	// chains of merges: without aliases, parsing visits each node at most
+	// aliases and merge keys may make parsing visit. A descriptor, or a
+	// key of a mapping, is one node. It bounds "billion laughs" files and
+	// chains of merges. Without aliases, parsing visits each node at most
 	// once.
 	aliasAllowance = 50_000
 	// maxMergeDepth bounds how deep merge keys may nest: a mapping that

@@ -49,11 +49,12 @@ func kindName(n *yaml.Node) string {
 	return "something else"
 }
 
-// mapping returns the fields of the mapping n, whose path is path ("" at the
-// top), keyed by name. It reports an error and returns ok false if n is not
-// a mapping; it reports keys that are not in allowed (unless allowed is
-// nil, which allows any), or given twice, and leaves them out. Merge keys ("<<: *anchor") are expanded: the mapping's
-// own keys win over merged ones.
+// mapping returns the fields of the mapping n, keyed by name. n's path is
+// path ("" at the top). It reports an error and returns ok false if n is
+// not a mapping. It reports keys that are not in allowed, or given twice,
+// and leaves them out. A nil allowed allows any. Merge keys
+// ("<<: *anchor") are expanded. The mapping's own keys win over merged
+// ones.
 func (p *parser) mapping(n *yaml.Node, path string, allowed []string) (fields map[string]field, ok bool) {
 	n = deref(n)
 	if n.Kind != yaml.MappingNode {
