@@ -8,7 +8,7 @@ import (
 )
 
 // Backend latencies go into an HDR histogram per second, from 1 ns to
-// latMax. One significant digit reads a percentile to within about 6%.
+// latMax. One significant digit is enough to read a percentile.
 // A longer sample counts as latMax.
 const (
 	latMax    = int64(60 * time.Second)

@@ -65,16 +65,17 @@ type RecorderOptions struct {
 	MaxSeries int
 }
 
-// Recorder collects what the service decides, for the dashboard: decisions
-// per second by domain and rule, by decision path, backend latency and
-// errors, the circuit breaker's state and the most limited keys.
+// Recorder collects what the service decides, for the dashboard. It keeps
+// decisions per second by domain and rule, and by decision path. It keeps
+// backend latency and errors, the circuit breaker's state and the most
+// limited keys.
 //
 // A Recorder is safe for concurrent use. Observe costs a few atomic adds
-// on counters sharded by CPU, and for a denial a short critical section on
-// one of several top-keys shards; it never takes a lock shared by every
-// decision. Memory is bounded: per-second counters for the last minute of
-// at most MaxSeries rules, and a fixed number of top-key counters, however
-// many distinct keys pass.
+// on counters sharded by CPU. A denial also takes a short critical section
+// on one of several top-keys shards. It never takes a lock shared by every
+// decision. Memory is bounded, however many distinct keys pass. It holds
+// per-second counters for the last minute of at most MaxSeries rules, and
+// a fixed number of top-key counters.
 //
 // Methods on a nil *Recorder do nothing, so a service without a dashboard
 // can keep calling them.

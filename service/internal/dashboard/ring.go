@@ -2,11 +2,11 @@ package dashboard
 
 import "sync/atomic"
 
-// The per-second counters are rings of ringLen slots, one per second: the
-// slot of second s is s mod ringLen. Each slot is one atomic word holding
-// the second it counts (in its high bits) and the count (in its low bits),
-// so a slot left over from a minute ago reads as zero and is reset by the
-// first add of the new second, without a lock and without a sweeper.
+// The per-second counters are rings of ringLen slots, one per second. The
+// slot of second s is s mod ringLen. Each slot is one atomic word. It
+// holds the second it counts in its high bits, and the count in its low
+// bits. So a slot left over from a minute ago reads as zero. The first add
+// of the new second resets it, without a lock and without a sweeper.
 
 // ringLen is the length of every per-second ring, in seconds: the window
 // the page charts (WindowSeconds), the second being counted, which must

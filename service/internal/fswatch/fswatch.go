@@ -1,14 +1,16 @@
 // Package fswatch tells when files named by path change, however they are
-// replaced: written in place, renamed over (editors, atomic writes), or
-// swapped behind a symbolic link anywhere on their path (a release switch,
-// ln -sfn new tmp && mv -T tmp current; a Kubernetes ConfigMap or Secret
-// volume, whose "..data" link is renamed to a new directory).
+// replaced. A file may be written in place, or renamed over (editors,
+// atomic writes). It may be swapped behind a symbolic link anywhere on its
+// path. A release switch does that: ln -sfn new tmp && mv -T tmp current.
+// So does a Kubernetes ConfigMap or Secret volume, whose "..data" link is
+// renamed to a new directory.
 //
 // It watches directories, not files. For each path it watches the
-// directory holding what the path leads to (every change there counts),
-// and the directory holding the path, each symbolic link on the way and
-// where each leads (only changes of that name count). After each change it resolves the
-// paths again and moves its watches to where they lead now.
+// directory holding what the path leads to; every change there counts. It
+// watches the directory holding the path, each symbolic link on the way,
+// and where each leads. There only changes of that name count. After each
+// change it resolves the paths again, and moves its watches to where they
+// lead now.
 package fswatch
 
 import (
@@ -151,9 +153,10 @@ func (w *Watcher) Run(ctx context.Context, changed func()) {
 	}
 }
 
-// targets adds to dirs what to watch for path: the directory holding the
-// path, each link on its way and where each leads, for that name, and the
-// directory where the path leads, for every name. Parts that do not resolve are left out.
+// targets adds to dirs what to watch for path. For that name, it adds the
+// directory holding the path, each link on its way, and where each leads.
+// For every name, it adds the directory where the path leads. Parts that
+// do not resolve are left out.
 func targets(path string, dirs map[string]map[string]bool) {
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -25,11 +25,10 @@ const (
 	DefaultProgressInterval = time.Second
 	DefaultDrain            = 5 * time.Second
 	// MaxConcurrency is the most workers a run may have. Each holds a
-	// latency histogram of about 220 KB.
+	// latency histogram of its own (TestRunMemory).
 	MaxConcurrency = 4096
 	// MaxKeys is the most keys a run may use. Every key's string is made
-	// before the run (about 40 bytes each), so that picking one allocates
-	// nothing.
+	// before the run, so picking one allocates nothing.
 	MaxKeys = 10_000_000
 )
 
@@ -156,9 +155,9 @@ type worker struct {
 	errAt    time.Time
 }
 
-// run asks target until stop is set (Run sets it at the end of the
-// duration, or when ctx ends), or, when budget is not nil, until the
-// decisions budget holds are spent. Calls use callCtx; a failure after ctx
+// run asks target until stop is set. Run sets it at the end of the
+// duration, or when ctx ends. When budget is not nil, run stops when the
+// decisions budget holds are spent. Calls use callCtx. A failure after ctx
 // has ended (the run was interrupted) is not counted.
 func (w *worker) run(ctx, callCtx context.Context, target Target, keys []string, cost int64, stop *atomic.Bool, budget *atomic.Int64) {
 	for !stop.Load() {
@@ -188,25 +187,25 @@ func (w *worker) run(ctx, callCtx context.Context, target Target, keys []string,
 	}
 }
 
-// Run puts load on target as opts says and returns what it measured: a
-// closed loop of opts.Concurrency workers, each deciding one request at a
-// time for a key drawn from opts.Distribution, for opts.Duration (or for
-// opts.Decisions decisions). When target is a [WorkerTarget], each worker
-// asks the Target its ForWorker returns.
+// Run puts load on target as opts says and returns what it measured. The
+// load is a closed loop of opts.Concurrency workers. Each decides one
+// request at a time, for a key drawn from opts.Distribution. They run for
+// opts.Duration, or for opts.Decisions decisions. When target is a
+// [WorkerTarget], each worker asks the Target its ForWorker returns.
 //
-// Latencies are measured around each Decide call, so they include the
-// client's own work (encoding, the network); decisions that fail are
-// counted but not in the latency histogram. Each worker records into a
+// Latencies are measured around each Decide call. So they include the
+// client's own work: encoding, the network. Decisions that fail are
+// counted, but not in the latency histogram. Each worker records into a
 // histogram of its own, and the histograms are merged at the end.
 //
 // While the run lasts, a line goes to opts.Progress every
-// opts.ProgressInterval: the time since the start, the decisions per second
-// since the last line, and the counts so far:
+// opts.ProgressInterval. It gives the time since the start, the decisions
+// per second since the last line, and the counts so far:
 //
 //	3.0s      52311 decisions/s  allowed 140022  denied 16911  errors 0
 //
-// When ctx ends before opts.Duration, Run stops early and returns what it
-// measured with Interrupted set; decisions cut short by ctx are not
+// When ctx ends before opts.Duration, Run stops early. It returns what it
+// measured, with Interrupted set. Decisions cut short by ctx are not
 // counted. Run returns an error, wrapping [ErrInvalidOptions], only for a
 // nil target or an option out of range.
 func Run(ctx context.Context, target Target, opts Options) (*Result, error) {

@@ -6,12 +6,11 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// A Target decides requests: the thing under load. Decide reports whether a
-// request of the given cost for key is allowed; a denial is allowed ==
-// false with a nil error, a failure (the store or service could not
-// decide) is an error. Decide is called from many goroutines at once and
-// must honour ctx: [Run] cancels it to end calls still running after the
-// run.
+// A Target decides requests: the thing under load. Decide reports whether
+// a request of the given cost for key is allowed. A denial is allowed ==
+// false with a nil error. A failure is an error: the store or service
+// could not decide. Decide is called from many goroutines at once. It must
+// honour ctx: [Run] cancels it to end calls still running after the run.
 type Target interface {
 	Decide(ctx context.Context, key string, cost int64) (allowed bool, err error)
 }

@@ -1,17 +1,18 @@
-// Package rulecheck is `redlimit check`: it loads rule files exactly as
-// `redlimit serve` does (the same [config.Loader], with the same caps) and
-// prints the rules they hold, or every problem of every bad file, for a CI
-// step to run before the files ship.
+// Package rulecheck is `redlimit check`. It loads rule files exactly as
+// `redlimit serve` does: the same [config.Loader], with the same caps. It
+// prints the rules they hold, or every problem of every bad file. A CI
+// step runs it before the files ship.
 //
 //	redlimit check --config DIR [--format text|json]
 //
-// It exits 0 when the files load (serve would take them), 1 when they do
-// not (serve would refuse them at start, and on a reload keep the rules it
-// has), and 2 on a usage error. With --format=text (the default) the rule
-// tree goes to standard output and the problems, one "file:line: field:
-// message" a line, to standard error; with --format=json a [Report] goes
-// to standard output either way. Both are stable: domains in name order,
-// rules in file order, problems by file, then line.
+// It exits 0 when the files load: serve would take them. It exits 1 when
+// they do not. serve would refuse them at start, and on a reload keep the
+// rules it has. It exits 2 on a usage error. With --format=text (the
+// default) the rule tree goes to standard output. The problems go to
+// standard error, one "file:line: field: message" a line. With
+// --format=json a [Report] goes to standard output either way. Both are
+// stable: domains in name order, rules in file order, problems by file,
+// then line.
 package rulecheck
 
 import (

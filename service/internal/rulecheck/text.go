@@ -16,19 +16,26 @@ import (
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
-// WriteText writes the rule tree of r to out and a summary line, or, when
-// r is not OK, its problems to errOut, one a line, and a summary line.
+// WriteText writes the rule tree of r to out, and a summary line. When r
+// is not OK, it writes its problems to errOut, one a line, and a summary
+// line.
 //
-// The tree gives, per domain (in name order, with its files) and
-// descriptor (in file order, indented by depth, "key" or "key=value"), the
-// line of the descriptor (file:line in a domain merged from several
-// files), its limit ("10/minute", "10/30 seconds" for a unit_multiplier,
-// "20/second burst 40", "unlimited", "deny all" for requests_per_unit: 0,
-// "-" for a descriptor without one), algorithm, failure policy ("-" for
-// unlimited and deny all, which ask no store), and notes: shadow, quota,
-// detailed_metric, value_to_metric, share_threshold, counting=, the
-// rule's name, the names it replaces, and its metadata= as JSON. Keys,
-// values and names that hold spaces, quotes, "=" or unprintable
+// The tree goes per domain, in name order, with its files. Under it go the
+// descriptors, in file order, indented by depth, as "key" or "key=value".
+// Each row gives:
+//   - the line of the descriptor: file:line in a domain merged from
+//     several files;
+//   - its limit: "10/minute", "10/30 seconds" for a unit_multiplier,
+//     "20/second burst 40", "unlimited", "deny all" for
+//     requests_per_unit: 0, "-" for a descriptor without one;
+//   - its algorithm;
+//   - its failure policy: "-" for unlimited and deny all, which ask no
+//     store;
+//   - notes: shadow, quota, detailed_metric, value_to_metric,
+//     share_threshold, counting=, the rule's name, the names it replaces,
+//     and its metadata= as JSON.
+//
+// Keys, values and names that hold spaces, quotes, "=" or unprintable
 // characters are quoted as in Go.
 func (r *Report) WriteText(out, errOut io.Writer) error {
 	if !r.OK {

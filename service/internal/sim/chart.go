@@ -45,11 +45,12 @@ var limitStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1), Dashes:
 
 // WriteSVG draws the report as an SVG chart, which a browser opens, with
 // [gonum.org/v1/plot]. The upper panel shows, for each algorithm, how many
-// requests it had admitted in the last Period (the most within each tenth
-// of a period, so no peak is missed), against the limit drawn as a dashed
-// line: the fixed window's climb to twice the limit at a boundary shows
-// there. The lower panel shows the requests each algorithm denied per tenth
-// of a period. Long simulations use wider buckets, at most 1000 per series.
+// requests it had admitted in the last Period. It plots the most within
+// each tenth of a period, so no peak is missed. The limit is drawn as a
+// dashed line. The fixed window's climb to twice the limit at a boundary
+// shows there. The lower panel shows the requests each algorithm denied
+// per tenth of a period. Long simulations use wider buckets, at most 1000
+// per series.
 //
 // Only a report made by [Run] can be drawn: one decoded from JSON holds no
 // decisions.

@@ -103,9 +103,9 @@ func newFlagSet(c *command) *flag.FlagSet {
 }
 
 // Main runs "redlimit simulate" with args, the arguments after the
-// subcommand's name, and returns the exit status: 0 on success, 2 for bad
-// flags (the message goes to stderr), 1 when the simulation or its
-// output fails. -h prints the help, which documents every flag, to stdout.
+// subcommand's name. It returns the exit status: 0 on success, 2 for bad
+// flags (the message goes to stderr), 1 when the simulation or its output
+// fails. -h prints the help, which documents every flag, to stdout.
 // The report goes to stdout, as a table or with --json as JSON; the chart
 // goes to the --svg file.
 func Main(args []string, stdout, stderr io.Writer) int {

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// MaxArrivals is the most requests one pattern may hold. At eight bytes an
-// arrival plus one per algorithm, a pattern this size takes about 250 MB.
+// MaxArrivals is the most requests one pattern may hold. Each arrival
+// takes eight bytes, plus one per algorithm.
 const MaxArrivals = 20_000_000
 
 // A Pattern is a sequence of request arrivals: the traffic a simulation
@@ -18,9 +18,9 @@ type Pattern struct {
 	// Name describes the pattern in reports and charts, such as
 	// "steady 2/s for 10m0s".
 	Name string
-	// Start is the instant of offset 0. The zero value lets [Run] choose an
-	// instant at which a fixed window begins, so that offsets are positions
-	// within the limit's windows: offset 0 starts a window, offset Period
+	// Start is the instant of offset 0. The zero value lets [Run] choose
+	// an instant at which a fixed window begins. So offsets are positions
+	// within the limit's windows. Offset 0 starts a window; offset Period
 	// starts the next.
 	Start time.Time
 	// Duration is how long the pattern lasts; reports and charts span it.
@@ -143,12 +143,12 @@ func Bursts(size int, every, d time.Duration) (Pattern, error) {
 }
 
 // Straddle returns the fixed window's worst case for a limit of count per
-// window: count requests evenly spread over the last tenth of one window and
-// count more over the first tenth of the next. The boundary is at offset
-// window, and the pattern lasts three windows, so the aftermath shows too.
-// With a zero Start, [Run] puts offset 0 on a window boundary, so the fixed
-// window admits all 2*count requests within a tenth of a window either side
-// of the boundary.
+// window. It spreads count requests evenly over the last tenth of one
+// window, and count more over the first tenth of the next. The boundary
+// is at offset window. The pattern lasts three windows, so the aftermath
+// shows too. With a zero Start, [Run] puts offset 0 on a window boundary.
+// So the fixed window admits all 2*count requests within a tenth of a
+// window either side of the boundary.
 func Straddle(count int64, window time.Duration) (Pattern, error) {
 	if count < 1 || count > MaxArrivals/2 {
 		return Pattern{}, fmt.Errorf("%w: straddle count %d is not in 1..%d", ErrInvalidPattern, count, MaxArrivals/2)

@@ -28,21 +28,20 @@ type Options struct {
 }
 
 // Run replays p through each algorithm under limit and reports what each
-// admitted. Only limit's Count and Period are used, and Burst, which sizes
-// the token bucket (zero means Count); its Algorithm is ignored, since every
-// algorithm is run.
+// admitted. Only limit's Count and Period are used, and Burst. Burst sizes
+// the token bucket; zero means Count. Its Algorithm is ignored, since
+// every algorithm is run.
 //
 // The requests are decided by a [memory.Store] whose clock is set to each
-// arrival in turn, one key per algorithm, so nothing sleeps: a simulation
-// takes as long as its decisions, about a second for a million requests
-// through the four algorithms. Sliding window results are compared with the
-// exact sliding log, which Run also runs for that purpose when it is not
-// among the algorithms asked for.
+// arrival in turn, one key per algorithm. So nothing sleeps: a simulation
+// takes as long as its decisions. Sliding window results are compared
+// with the exact sliding log. Run also runs the log for that purpose when
+// it is not among the algorithms asked for.
 //
-// Run returns an error wrapping [ErrInvalidPattern] for a pattern it cannot
-// replay, one wrapping a redlimit sentinel error (such as
-// [redlimit.ErrInvalidLimit]) for a limit an algorithm cannot use, or ctx's
-// error if it is done first.
+// Run returns an error wrapping [ErrInvalidPattern] for a pattern it
+// cannot replay. It returns one wrapping a redlimit sentinel error (such
+// as [redlimit.ErrInvalidLimit]) for a limit an algorithm cannot use. It
+// returns ctx's error if ctx is done first.
 func Run(ctx context.Context, limit redlimit.Limit, p Pattern, opts *Options) (*Report, error) {
 	algs := allAlgorithms
 	if opts != nil && len(opts.Algorithms) > 0 {

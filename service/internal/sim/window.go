@@ -3,9 +3,9 @@ package sim
 import "sort"
 
 // maxInWindow returns the most of times (sorted µs instants) that fall in
-// any half-open interval [t, t+w), and the earliest instant of the first
-// such interval: the window a sliding log enforces, since an entry leaves
-// it exactly w after it was made.
+// any half-open interval [t, t+w). It also returns the earliest instant of
+// the first such interval. That is the window a sliding log enforces: an
+// entry leaves it exactly w after it was made.
 func maxInWindow(times []int64, w int64) (most int, from int64) {
 	j := 0
 	for i, t := range times {

@@ -13,9 +13,9 @@ import (
 	"time"
 )
 
-// maxFileBytes bounds what is read of each file: a chain of a few
-// certificates, a key or a CA bundle is a few kilobytes, the system's CA
-// bundle about 200 KB.
+// maxFileBytes bounds what is read of each file. A chain of a few
+// certificates, a key or a CA bundle is a few kilobytes. The system's CA
+// bundle is a few hundred.
 const maxFileBytes = 1 << 20
 
 // Files names the PEM files of a server's TLS identity.
@@ -118,9 +118,9 @@ func readFile(name string) ([]byte, error) {
 	return b, nil
 }
 
-// whole checks that data is PEM blocks and nothing else: a file cut short
-// while it was written ends in half a block, which the PEM decoder would
-// skip without a word, leaving a chain without its last certificate.
+// whole checks that data is PEM blocks and nothing else. A file cut short
+// while it was written ends in half a block. The PEM decoder would
+// silently skip it, leaving a chain without its last certificate.
 func whole(name string, data []byte) error {
 	rest, n := data, 0
 	for {

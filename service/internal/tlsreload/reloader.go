@@ -19,14 +19,14 @@ const DefaultDebounce = 100 * time.Millisecond
 // default.
 type Options struct {
 	// Debounce is how long the watched directories must stay quiet after a
-	// change before the files are loaded again (default [DefaultDebounce]),
-	// so that a certificate and its key written one after the other are
-	// loaded together.
+	// change before the files are loaded again (default
+	// [DefaultDebounce]). So a certificate and its key written one after
+	// the other are loaded together.
 	Debounce time.Duration
-	// Loaded, when not nil, is called after every load that New, Reload or
-	// the watcher makes and that read something new: with the end of the
-	// certificate's validity after a success, with the error after a
-	// failure. A metrics hook; it must be fast.
+	// Loaded, when not nil, is called after every load that read
+	// something new. New, Reload or the watcher makes such loads. After a
+	// success it gets the end of the certificate's validity. After a
+	// failure it gets the error. A metrics hook; it must be fast.
 	Loaded func(notAfter time.Time, err error)
 	// Logger receives a line for every load, and every failure (default
 	// slog.Default()).

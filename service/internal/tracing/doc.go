@@ -1,17 +1,17 @@
-// Package tracing traces the service's decisions with OpenTelemetry: a
-// span for each ShouldRateLimit call (gRPC) and each POST /json, a child
-// span for each call to the limiter (the Redis round trip, or what the
-// resilient limiter answered in its place), the trace context taken from
-// the request's W3C traceparent (gRPC metadata or HTTP header), exported
-// over OTLP.
+// Package tracing traces the service's decisions with OpenTelemetry. Each
+// ShouldRateLimit call (gRPC) and each POST /json is a span. Each call to
+// the limiter is a child span: the Redis round trip, or what the resilient
+// limiter answered in its place. The trace context comes from the
+// request's W3C traceparent, in gRPC metadata or an HTTP header. Spans are
+// exported over OTLP.
 //
 // # Spans
 //
-// The request's span is a server span named
-// "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" (rpc.system,
-// rpc.service, rpc.method, rpc.grpc.status_code) or "POST /json"
-// (http.request.method, http.route, http.response.status_code), with what
-// the decision came to:
+// The request's span is a server span. Over gRPC it is named
+// "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", with
+// rpc.system, rpc.service, rpc.method and rpc.grpc.status_code. Over HTTP
+// it is "POST /json", with http.request.method, http.route and
+// http.response.status_code. It records what the decision came to:
 //
 //	redlimit.domain        the request's domain
 //	redlimit.descriptors   how many descriptors it has
@@ -21,16 +21,17 @@
 //	                       the limiter calls), or none when no limiter call was made
 //	redlimit.error         invalid, unavailable or error, when the request failed
 //
-// Each limiter call is a child span "redlimit.AllowAll" or "redlimit.Peek"
-// (a client span, db.system.name redis, on Redis) with redlimit.limits (the
-// limits asked), redlimit.allowed and redlimit.source. The health and
-// reflection services, and the other HTTP routes, are not traced.
+// Each limiter call is a child span "redlimit.AllowAll" or
+// "redlimit.Peek". On Redis it is a client span, with db.system.name
+// redis. It has redlimit.limits (the limits asked), redlimit.allowed and
+// redlimit.source. The health and reflection services, and the other HTTP
+// routes, are not traced.
 //
-// The descriptors' entries (their keys and values: client addresses, user
-// and tenant names, paths) are never recorded: they are the clients' data,
-// and a trace pipeline is not the place to keep them. Nor are error
-// messages, only their class. To see which keys are limited, use the
-// dashboard or the metrics.
+// The descriptors' entries are never recorded. Their keys and values are
+// client addresses, user and tenant names, paths: the clients' data. A
+// trace pipeline is not the place to keep them. Nor are error messages,
+// only their class. To see which keys are limited, use the dashboard or
+// the metrics.
 //
 // # Configuration
 //
@@ -52,16 +53,16 @@
 //	OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES   the resource (service.name redlimit by default)
 //	OTEL_BSP_*                          the batch span processor's queue, batch size and delays
 //
-// A value redlimit does not know (a sampler, a propagator, an exporter or
-// a protocol) is an error at start-up, rather than a silent default.
-// Spans are exported in batches off the request path: when the collector
-// is slow or gone, the queue fills and spans are dropped, never the
-// decisions delayed; export errors are logged, at most one line a minute.
+// A value redlimit does not know is an error at start-up, rather than a
+// silent default: a sampler, a propagator, an exporter or a protocol.
+// Spans are exported in batches off the request path. When the collector
+// is slow or gone, the queue fills and spans are dropped. The decisions
+// are never delayed. Export errors are logged, at most one line a minute.
 //
 // # Cost
 //
 // Off, nothing is added to a decision: no interceptor, no wrapper, no
 // allocation. On, an unsampled request costs the extraction of its trace
-// context and a non-recording span; a sampled one, its spans and their
-// export (docs/BENCHMARKS.md has the figures).
+// context and a non-recording span. A sampled one costs its spans and
+// their export (docs/BENCHMARKS.md has the figures).
 package tracing

@@ -1,13 +1,13 @@
-// Package xds is a rule source that is not a file: the rules arrive as
+// Package xds is a rule source that is not a file. The rules arrive as
 // RateLimitConfig resources (ratelimit.config.ratelimit.v3) from an xDS
-// management server over the aggregated discovery service, state of the
-// world, as envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW takes them
-// from Envoy Gateway.
+// management server. They come over the aggregated discovery service,
+// state of the world. envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW
+// takes them from Envoy Gateway the same way.
 //
 // Each update is parsed as rule files are (config.FromXDS). One that
-// parses is applied and acknowledged (ACK); one that does not is refused
-// (NACK, with the parser's errors) and the rules in use keep serving. A
-// lost server changes nothing in use: the client connects again, waiting
+// parses is applied and acknowledged (ACK). One that does not is refused
+// (NACK, with the parser's errors), and the rules in use keep serving. A
+// lost server changes nothing in use. The client connects again. It waits
 // between tries from Options.MinBackoff, doubling up to MaxBackoff, with
 // jitter.
 package xds
@@ -233,11 +233,12 @@ func decode(resp *discoverypb.DiscoveryResponse, l config.Loader) (*config.Confi
 	return l.FromXDS(res)
 }
 
-// TLSConfig returns the TLS of a connection to an xDS server: trusting
-// the CAs of caFile (empty: the system's), with the client certificate of
-// certFile and keyFile if set, checking the server's name against
-// serverName if set (CONFIG_GRPC_XDS_SERVER_TLS_CACERT,
-// CONFIG_GRPC_XDS_CLIENT_TLS_CERT and _KEY, CONFIG_GRPC_XDS_SERVER_TLS_SAN).
+// TLSConfig returns the TLS of a connection to an xDS server. It trusts
+// the CAs of caFile (empty: the system's). It uses the client certificate
+// of certFile and keyFile if set. It checks the server's name against
+// serverName if set. The variables are CONFIG_GRPC_XDS_SERVER_TLS_CACERT,
+// CONFIG_GRPC_XDS_CLIENT_TLS_CERT and _KEY, and
+// CONFIG_GRPC_XDS_SERVER_TLS_SAN.
 func TLSConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
 	t := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
 	if caFile != "" {
