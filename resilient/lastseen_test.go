@@ -10,9 +10,8 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// TestLastSeenMemory measures what an entry of the last-seen map costs, for
-// the figure in FallbackOptions.LastSeenSize's doc: about 100 bytes plus the key
-// (88 measured with go1.26).
+// TestLastSeenMemory measures what an entry of the last-seen map costs. It
+// checks the figure in docs/BENCHMARKS.md: about 100 bytes plus the key.
 func TestLastSeenMemory(t *testing.T) {
 	const n = 100_000
 	keys := make([]string, n)
@@ -42,8 +41,8 @@ func TestLastSeenMemory(t *testing.T) {
 	runtime.KeepAlive(ls)
 }
 
-// TestDebtsMemory measures what a state owed costs, as
-// ReconcileOptions.Size states it.
+// TestDebtsMemory measures what a state owed costs. It checks the figure
+// in docs/BENCHMARKS.md: about 200 bytes plus the key.
 func TestDebtsMemory(t *testing.T) {
 	const n = 100_000
 	keys := make([]string, n)
