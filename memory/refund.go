@@ -70,9 +70,9 @@ func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
 // mark - (given - g0) - last ahead of t. Thus b is a shift that passes
 // whole. The bucket is left exactly where the replay with R costing b
 // less is, never below the exact account. b = k*ei, the exact account
-// itself, in three cases: nothing came between; only refunds did; or the
-// admissions between came while the bucket stayed ahead of them by more
-// than the refund and the refunds since. A debit that did not fit moves
+// itself, in three cases. Nothing came between; or only refunds did. Or
+// the admissions between came while the bucket stayed ahead of them by
+// more than the refund and the refunds since. A debit that did not fit moves
 // the TAT as an admission does, except at the debt bound. There the TAT
 // no longer depends on R's cost, so that starts a new epoch.
 type refundable struct {

@@ -16,11 +16,11 @@
 // not prose: they are skipped. Quoted text ("100/min") is an API value,
 // not a figure.
 //
-// A figure is a measurement: a per-op benchmark unit ("ns/op"), a timing
-// with decimals ("3.5 µs"), a count of allocations or of bytes per item,
-// a gain in percent or times, a before-and-after pair ("6 → 3"), or a
-// throughput ("ops/s"). Units of an API (µs in a wire format, 10% of
-// jitter, 5 requests a second) are not figures.
+// A figure is a measurement. It may be a per-op benchmark unit ("ns/op"),
+// or a timing with decimals ("3.5 µs"). It may count allocations, or bytes
+// per item. It may be a gain in percent or times, a before-and-after pair
+// ("6 → 3"), or a throughput ("ops/s"). Units of an API are not figures:
+// µs in a wire format, 10% of jitter, 5 requests a second.
 package main
 
 import (

@@ -51,9 +51,10 @@ func (r *runner) invariants(desc string, i int, q Req, res redlimit.Result) *Fai
 	return nil
 }
 
-// refusalInvariants checks a denial where the model allows, from a store
-// that refused the request for want of room: it tells the client to retry
-// in a millisecond at least, or never if the store can never hold it.
+// refusalInvariants checks a denial where the model allows. It comes from
+// a store that refused the request for want of room. It tells the client
+// to retry in a millisecond at least, or never if the store can never hold
+// it.
 func (r *runner) refusalInvariants(desc string, i int, q Req, res redlimit.Result) *Failure {
 	bad := func(format string, args ...any) *Failure {
 		return r.fail("invariant", "%s: request %d refused for want of room with %+v: %s", desc, i, res, fmt.Sprintf(format, args...))

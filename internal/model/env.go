@@ -21,8 +21,8 @@ type Target struct {
 	// comparing that target's answers for the bucket with the others'.
 	Split bool
 	// Refused, if set, returns how many requests the store has refused for
-	// want of room (a bounded memory store): a request refused during an
-	// operation is a denial where the model allows, checked for the
+	// want of room: a bounded memory store. A request refused during an
+	// operation is a denial where the model allows. It is checked for the
 	// refusal's shape, not against the model.
 	Refused func() uint64
 	// Full, if set, is the error a bounded store returns for a decision

@@ -10,10 +10,10 @@ import (
 
 var _ redlimit.Queuer = (*Model)(nil)
 
-// Queue implements [redlimit.Queuer] from GCRA's definition: a request
-// that conforms now is admitted; one that conforms within maxWait moves
+// Queue implements [redlimit.Queuer] from GCRA's definition. A request
+// that conforms now is admitted. One that conforms within maxWait moves
 // the arrival time n emission intervals on from where it is, as a debit
-// does, and waits until it conforms; any other changes nothing.
+// does. It waits until it conforms. Any other changes nothing.
 func (m *Model) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
 	if err := redlimit.ValidateQueue(key, limit, n, maxWait); err != nil {
 		return redlimit.Turn{}, err

@@ -5,8 +5,9 @@
 local known = { ['1'] = true, ['2'] = true, ['3'] = true, ['4'] = true }
 
 -- sized returns how many keys an entry of kind kd (not ALLOW or PEEK) of
--- x limits has, and the index in ARGV after its values, which start at j;
--- or nil and an error reply for an unknown kind or algorithm.
+-- x limits has. It also returns the index in ARGV after its values, which
+-- start at j. For an unknown kind or algorithm, it returns nil and an
+-- error reply.
 local function sized(kd, x, j)
   if kd == ACQUIRE or kd == RENEW or kd == RELEASE then return 1, j + 3 end
   local v0, n, k = j, 7 * x, x

@@ -7,8 +7,8 @@
 local SLIDING_WINDOW_SPAN = 2
 
 -- sliding_window_check decides a request of cost n at now under a limit of
--- L per W µs, on the key's latest window lw (nil for none), its count lc
--- and the count pc of the window before it. It returns allowed, remaining,
+-- L per W µs. It reads the key's latest window lw (nil for none), its
+-- count lc, and the count pc of the window before it. It returns allowed, remaining,
 -- retry-after and reset-after (µs), then the window the request is
 -- counted in, its count with it and the count of the window before it.
 local function sliding_window_check(now, W, L, n, lw, lc, pc)

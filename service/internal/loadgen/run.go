@@ -80,8 +80,8 @@ type Options struct {
 	// Default DefaultDrain (5s).
 	Drain time.Duration
 	// Decisions, when above 0, sizes the run by its decisions instead of
-	// its time: the workers ask for that many in all and the run ends when
-	// the last is answered, whatever Duration says (a benchmark's b.N).
+	// its time (a benchmark's b.N). The workers ask for that many in all.
+	// The run ends when the last is answered, whatever Duration says.
 	Decisions int64
 }
 

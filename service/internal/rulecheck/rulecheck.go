@@ -103,9 +103,10 @@ func Check(ctx context.Context, opts Options) *Report {
 	return r
 }
 
-// problems appends the problems err holds: each [*config.Error] of a tree
-// of joined errors, and any other error as one problem; a file that cannot
-// be read gives "file: op: error", as a config.Error gives "file: message".
+// problems appends the problems err holds. Each [*config.Error] of a tree
+// of joined errors is one. Any other error is one problem too. A file
+// that cannot be read gives "file: op: error". A config.Error gives
+// "file: message".
 func problems(ps []Problem, err error) []Problem {
 	if e, ok := err.(*config.Error); ok {
 		return append(ps, Problem{File: e.File, Line: e.Line, Field: e.Field, Error: e.Error()})

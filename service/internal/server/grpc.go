@@ -64,10 +64,11 @@ var handshakeTimeout = 10 * time.Second
 const streamWorkers = 128
 
 // GRPCOptions returns the transport settings of the service's gRPC server
-// for the limits in o (each zero field its default): the message size cap
-// (MaxMessageBytes), streams per connection (GRPCMaxStreams), the header
-// size cap, keepalive, idle and age limits (GRPCMaxConnectionAge), fixed
-// flow-control windows and stream workers. The service adds its handlers,
+// for the limits in o; each zero field is its default. They are the
+// message size cap (MaxMessageBytes) and streams per connection
+// (GRPCMaxStreams). They are the header size cap, and the keepalive, idle
+// and age limits (GRPCMaxConnectionAge). They are fixed flow-control
+// windows and stream workers. The service adds its handlers,
 // a panic recovery, and a listener that applies GRPCMaxConnections and
 // GRPCMaxPendingBytes. The benchmarks use the same settings to measure
 // gRPC on its own.
