@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memory"
 )
 
 var _ redlimit.Semaphore = (*Limiter)(nil)
@@ -19,7 +21,9 @@ var ErrNoLeases = errors.New("resilient: the store keeps no leases")
 // c.Failure answers: FailLocal takes a slot of this node's share (Slots
 // divided by the live nodes, rounded up) in the local fallback; FailOpen
 // holds; FailClosed does not, with RetryAfter the breaker's cool-down.
-// The store's leases still expire at their TTL meanwhile.
+// The store's leases still expire at their TTL meanwhile. Once the
+// store answers again, it gets the local leases, with their ids and time
+// left, and counts them.
 func (l *Limiter) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return l.lease(ctx, key, c, id, redlimit.Semaphore.Acquire)
 }
@@ -37,12 +41,16 @@ func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrenc
 	if err != nil {
 		return err
 	}
+	// First the store gets the local leases: id may be one of them.
+	err = l.rejoin(ctx)
 	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
 		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
 	}
-	_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
-		return redlimit.Lease{}, s.Release(ctx, key, c, id)
-	})
+	if err == nil {
+		_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
+			return redlimit.Lease{}, s.Release(ctx, key, c, id)
+		})
+	}
 	if err != nil && !errors.Is(err, ErrStore) {
 		return err
 	}
@@ -68,7 +76,10 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	if err != nil {
 		return redlimit.Lease{}, err
 	}
-	res, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
+	var res redlimit.Lease
+	if err = l.rejoin(ctx); err == nil {
+		res, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
+	}
 	if err == nil || !errors.Is(err, ErrStore) {
 		return res, err
 	}
@@ -85,7 +96,63 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	// A renewal takes a local slot too: the store's lease is out of reach.
 	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
 	res.Source = redlimit.FromLocal
+	if _, ok := loc.(leaseLister); ok && err == nil && res.Held {
+		l.rec.leases.Add(1) // owed to the store (see rejoin)
+		l.kick()
+	}
 	return res, err
+}
+
+// leaseLister is a local fallback that lists its leases (memory.Store).
+type leaseLister interface {
+	Leases(ctx context.Context) ([]memory.HeldLease, error)
+}
+
+// rejoin gives the store the leases the local fallback holds: those it
+// granted while the store failed. Each is acquired in the store with its
+// id and time left, even on a full key, as a debit is counted; then it is
+// released in the fallback. So the store counts them once it is back, and
+// their renewals and releases find them there. It runs before each lease
+// call to the store, and in the background reconciliation, which a local
+// grant starts: with redisstore's DebitOnce, it probes the open breaker
+// every retryPause, so an idle node's leases rejoin too (see reconcile).
+// While it runs, this node's other lease calls wait for it. It returns an
+// error wrapping ErrStore when the store failed, or ctx's when it ended.
+func (l *Limiter) rejoin(ctx context.Context) error {
+	if l.rec.leases.Load() == 0 {
+		return nil
+	}
+	select {
+	case l.rec.rejoining <- struct{}{}:
+		defer func() { <-l.rec.rejoining }()
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: waiting for the local leases to rejoin: %w", ErrStore, ctx.Err())
+	}
+	n := l.rec.leases.Load()
+	if n == 0 {
+		return nil
+	}
+	loc := l.local.lim.(leaseLister) // counted only for a leaseLister
+	held, err := loc.Leases(policyContext(ctx))
+	if err != nil {
+		return fmt.Errorf("resilient: the local leases: %w", err)
+	}
+	s := l.store.(redlimit.Semaphore) // a lease was granted: the store has leases
+	for _, h := range held {
+		// MaxSlots: counted whatever the key holds.
+		c := redlimit.InFlight(redlimit.MaxSlots, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
+		if _, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
+			return s.Acquire(ctx, h.Key, c, h.ID)
+		}); err != nil {
+			return err
+		}
+		_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
+	}
+	l.rec.leases.CompareAndSwap(n, 0) // leases granted meanwhile wait for the next call
+	return nil
 }
 
 // leaseShare returns c with this node's share of its slots.

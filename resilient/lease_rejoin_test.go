@@ -17,12 +17,12 @@ import (
 
 // TestLeaseRejoin: 3 nodes (each its own client) share 6 slots that fail
 // local. Redis is stopped (SIGSTOP): each node holds its share, 2 leases,
-// by itself. Redis resumes, and each node makes one store call (the
-// renewal of one of its leases): Redis must count every lease of the
-// outage. Then 3 × 8 goroutines acquire and release for a while, and
-// half of the outage's leases are released: in flight (a counter outside
-// the limiter) never exceeds 6. Each outage lease's renewal holds, from
-// Redis, and its release frees a slot in Redis.
+// by itself. Redis resumes; a node renews one of its leases, another
+// acquires on another key, the third makes no call: Redis must soon count
+// every lease of the outage. Then 3 × 8 goroutines acquire and release,
+// and half of the outage's leases are released: in flight (a counter
+// outside the limiter) never exceeds 6. Each outage lease's renewal holds,
+// from Redis, and its release frees a slot in Redis.
 func TestLeaseRejoin(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -75,12 +75,23 @@ func TestLeaseRejoin(t *testing.T) {
 	}
 	resumed = true
 	time.Sleep(50 * time.Millisecond) // past the breakers' cool-down
-	// Each node's first store call after the outage: a renewal.
-	for i, l := range ls {
-		got, err := l.Renew(ctx, key, c, outage[i][0])
-		if err != nil || !got.Held || got.Source != redlimit.FromStore {
-			t.Errorf("node %d: first renewal of an outage lease after it: %+v, %v; want held from the store", i, got, err)
-		}
+	// Node 0 renews one of its leases, node 1 acquires on another key,
+	// node 2 makes no call: its leases go to Redis in the background.
+	if got, err := ls[0].Renew(ctx, key, c, outage[0][0]); err != nil || !got.Held || got.Source != redlimit.FromStore {
+		t.Errorf("node 0: first renewal of an outage lease after it: %+v, %v; want held from the store", got, err)
+	}
+	if got, err := ls[1].Acquire(ctx, "other", c, "x"); err != nil || !got.Held || got.Source != redlimit.FromStore {
+		t.Errorf("node 1: first acquire after the outage: %+v, %v; want held from the store", got, err)
+	}
+	// Redis counts the outage's leases (a renewal of an id it does not
+	// know tells how many it holds).
+	direct := redisStore(t, []string{srv.Addr()}, prefix)
+	if !waitFor(5*time.Second, func() bool {
+		got, err := direct.Renew(ctx, key, c, "none")
+		return err == nil && got.InFlight == slots
+	}) {
+		got, err := direct.Renew(ctx, key, c, "none")
+		t.Errorf("Redis holds %d leases after the outage, want %d (%v)", got.InFlight, slots, err)
 	}
 	// The load, and the release of half of the outage's leases.
 	var mu sync.Mutex

@@ -101,10 +101,14 @@ type reconciler struct {
 	stats   reconcileStats
 	spread  time.Duration
 	running atomic.Bool // the background pass runs
-	mu      sync.Mutex  // guards closed and wg.Add
-	closed  bool        // by Close
-	wg      sync.WaitGroup
-	quit    chan struct{} // closed by Close
+	// leases counts the leases the local fallback granted since rejoin
+	// last listed them; rejoining is held while rejoin runs.
+	leases    atomic.Int64
+	rejoining chan struct{}
+	mu        sync.Mutex // guards closed and wg.Add
+	closed    bool       // by Close
+	wg        sync.WaitGroup
+	quit      chan struct{} // closed by Close
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
@@ -623,7 +627,7 @@ func (l *Limiter) kick() { l.kickAfter(0) }
 // kickAfter is kick for a pass that waits a random time up to wait, then
 // up to the spread, before its first charge.
 func (l *Limiter) kickAfter(wait time.Duration) {
-	if l.rec.debts == nil || l.rec.debts.n.Load() == 0 || l.rec.running.Load() {
+	if (l.rec.debts == nil || l.rec.debts.n.Load() == 0) && l.rec.leases.Load() == 0 || l.rec.running.Load() {
 		return
 	}
 	l.rec.mu.Lock()
@@ -654,7 +658,9 @@ func (l *Limiter) reconcile(wait time.Duration) {
 			l.kickAfter(retryPause)
 		}
 	}()
-	if !l.pause(wait) || !l.pause(l.rec.spread) {
+	// The local leases first, unspread: Redis grants their slots again
+	// until it has them.
+	if !l.pause(wait) || l.rejoin(context.Background()) != nil || l.rec.debts == nil || !l.pause(l.rec.spread) {
 		return
 	}
 	from := mrand.N(len(l.rec.debts.shards))
