@@ -42,7 +42,7 @@ func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrenc
 		return err
 	}
 	// First the store gets the local leases: id may be one of them.
-	err = l.rejoin(ctx)
+	err = l.rejoin(ctx, key)
 	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
 		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
 	}
@@ -77,7 +77,7 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 		return redlimit.Lease{}, err
 	}
 	var res redlimit.Lease
-	if err = l.rejoin(ctx); err == nil {
+	if err = l.rejoin(ctx, key); err == nil {
 		res, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
 	}
 	if err == nil || !errors.Is(err, ErrStore) {
@@ -108,17 +108,19 @@ type leaseLister interface {
 	Leases(ctx context.Context) ([]memory.HeldLease, error)
 }
 
-// rejoin gives the store the leases the local fallback holds: those it
-// granted while the store failed. Each is acquired in the store with its
-// id and time left, even on a full key, as a debit is counted; then it is
-// released in the fallback. So the store counts them once it is back, and
-// their renewals and releases find them there. It runs before each lease
-// call to the store, and in the background reconciliation, which a local
-// grant starts: with redisstore's DebitOnce, it probes the open breaker
-// every retryPause, so an idle node's leases rejoin too (see reconcile).
-// While it runs, this node's other lease calls wait for it. It returns an
-// error wrapping ErrStore when the store failed, or ctx's when it ended.
-func (l *Limiter) rejoin(ctx context.Context) error {
+// rejoin gives the store the leases the local fallback holds on key (all
+// of them, for key ""): those it granted while the store failed. Each is
+// acquired in the store with its id and time left, even on a full key, as
+// a debit is counted; then it is released in the fallback. So the store
+// counts them once it is back, and their renewals and releases find them
+// there. It runs before each lease call to the store, for its key, and in
+// the background reconciliation, for all keys, which a local grant starts:
+// with redisstore's DebitOnce, it probes the open breaker every
+// retryPause, so an idle node's leases rejoin too (see reconcile). While
+// it runs, this node's other lease calls wait. It returns the first error,
+// wrapping ErrStore when the store failed; the background goes on with
+// the other keys while the breaker stays closed (a Cluster master down).
+func (l *Limiter) rejoin(ctx context.Context, key string) error {
 	if l.rec.leases.Load() == 0 {
 		return nil
 	}
@@ -141,18 +143,32 @@ func (l *Limiter) rejoin(ctx context.Context) error {
 		return fmt.Errorf("resilient: the local leases: %w", err)
 	}
 	s := l.store.(redlimit.Semaphore) // a lease was granted: the store has leases
+	var first error
+	failed := map[string]bool{} // keys whose leases wait for the next pass
 	for _, h := range held {
+		if key != "" && h.Key != key || failed[h.Key] {
+			continue
+		}
 		// MaxSlots: counted whatever the key holds.
 		c := redlimit.InFlight(redlimit.MaxSlots, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
 		if _, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
 			return s.Acquire(ctx, h.Key, c, h.ID)
 		}); err != nil {
-			return err
+			if first == nil {
+				first = err
+			}
+			if key != "" || !errors.Is(err, ErrStore) || !l.breaker.closed() {
+				return first
+			}
+			failed[h.Key] = true
+			continue
 		}
 		_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
 	}
-	l.rec.leases.CompareAndSwap(n, 0) // leases granted meanwhile wait for the next call
-	return nil
+	if key == "" && first == nil {
+		l.rec.leases.CompareAndSwap(n, 0) // leases granted meanwhile wait for the next pass
+	}
+	return first
 }
 
 // leaseShare returns c with this node's share of its slots.

@@ -74,7 +74,13 @@ func TestLeaseRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	time.Sleep(50 * time.Millisecond) // past the breakers' cool-down
+	// A probe sent while Redis was stopped may fail after it resumed:
+	// each node's background pass probes again until its breaker closes.
+	if !waitFor(5*time.Second, func() bool {
+		return ls[0].BreakerState() == "closed" && ls[1].BreakerState() == "closed"
+	}) {
+		t.Fatalf("breakers %s, %s 5s after Redis resumed", ls[0].BreakerState(), ls[1].BreakerState())
+	}
 	// Node 0 renews one of its leases, node 1 acquires on another key,
 	// node 2 makes no call: its leases go to Redis in the background.
 	if got, err := ls[0].Renew(ctx, key, c, outage[0][0]); err != nil || !got.Held || got.Source != redlimit.FromStore {

@@ -660,7 +660,7 @@ func (l *Limiter) reconcile(wait time.Duration) {
 	}()
 	// The local leases first, unspread: Redis grants their slots again
 	// until it has them.
-	if !l.pause(wait) || l.rejoin(context.Background()) != nil || l.rec.debts == nil || !l.pause(l.rec.spread) {
+	if !l.pause(wait) || l.rejoin(context.Background(), "") != nil || l.rec.debts == nil || !l.pause(l.rec.spread) {
 		return
 	}
 	from := mrand.N(len(l.rec.debts.shards))
