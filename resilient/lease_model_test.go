@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,5 +196,74 @@ func TestRandomOutagesLeases(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeaseRejoinRace: 2 nodes hold 16 leases each, granted locally in
+// an outage. As the store comes back, each holder renews its lease and
+// releases it at once, from 32 goroutines, while the nodes' background
+// passes give Redis their leases. Each renewal that Redis answers holds,
+// and at the end Redis holds no lease: none was given to it after its
+// release.
+func TestLeaseRejoinRace(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	prefix := redisstore.WithPrefix(fmt.Sprintf("lr%x:", rand.Uint64()))
+	direct := redisStore(t, []string{srv.Addr()}, prefix)
+	const nodes, per = 2, 16
+	c := redlimit.InFlight(nodes*per, time.Minute).OnFailure(redlimit.FailLocal)
+	ctx := context.Background()
+	for round := range 4 {
+		key := fmt.Sprint("k", round)
+		stores := make([]*flaky, nodes)
+		ls := make([]*resilient.Limiter, nodes)
+		for i := range ls {
+			stores[i] = &flaky{Store: redisStore(t, []string{srv.Addr()}, prefix), down: map[string]bool{"*": true}}
+			ls[i] = newLimiter(t, stores[i], resilient.Options{
+				Nodes:     fixedNodes(nodes),
+				Breaker:   resilient.BreakerOptions{CoolDown: time.Millisecond},
+				Reconcile: resilient.ReconcileOptions{Spread: -1},
+				Timeout:   5 * time.Second,
+			})
+		}
+		ids := make([][]string, nodes)
+		for i, l := range ls {
+			for range per {
+				id := redlimit.NewLeaseID()
+				if got, err := l.Acquire(ctx, key, c, id); err != nil || !got.Held || got.Source != redlimit.FromLocal {
+					t.Fatalf("node %d in the outage: %+v, %v", i, got, err)
+				}
+				ids[i] = append(ids[i], id)
+			}
+		}
+		for _, s := range stores {
+			s.mu.Lock()
+			s.down["*"] = false
+			s.mu.Unlock()
+		}
+		var wg sync.WaitGroup
+		for i, l := range ls {
+			for _, id := range ids[i] {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					got, err := l.Renew(ctx, key, c, id)
+					if err != nil || !got.Held && got.Source == redlimit.FromStore {
+						t.Errorf("round %d node %d: renewal: %+v, %v", round, i, got, err)
+					}
+					if err := l.Release(ctx, key, c, id); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		// The background passes end (nothing is left to give).
+		for _, l := range ls {
+			l.Close()
+		}
+		if got, err := direct.Renew(ctx, key, c, "none"); err != nil || got.InFlight != 0 {
+			t.Fatalf("round %d: Redis holds %d leases after every one was released (%v)", round, got.InFlight, err)
+		}
 	}
 }
