@@ -42,7 +42,7 @@ func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrenc
 		return err
 	}
 	// First the store gets the local leases: id may be one of them.
-	err = l.rejoin(ctx, key)
+	err = l.reconcileLeases(ctx, key)
 	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
 		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
 	}
@@ -77,7 +77,7 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 		return redlimit.Lease{}, err
 	}
 	var res redlimit.Lease
-	if err = l.rejoin(ctx, key); err == nil {
+	if err = l.reconcileLeases(ctx, key); err == nil {
 		res, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
 	}
 	if err == nil || !errors.Is(err, ErrStore) {
@@ -97,7 +97,7 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
 	res.Source = redlimit.FromLocal
 	if _, ok := loc.(leaseLister); ok && err == nil && res.Held {
-		l.rec.leases.Add(1) // owed to the store (see rejoin)
+		l.rec.leases.Add(1) // owed to the store (see reconcileLeases)
 		l.kick()
 	}
 	return res, err
@@ -108,30 +108,30 @@ type leaseLister interface {
 	Leases(ctx context.Context) ([]memory.HeldLease, error)
 }
 
-// rejoin gives the store the leases the local fallback holds on key (all
-// of them, for key ""): those it granted while the store failed. Each is
-// acquired in the store with its id and time left, even on a full key, as
-// a debit is counted; then it is released in the fallback. So the store
-// counts them once it is back, and their renewals and releases find them
-// there. It runs before each lease call to the store, for its key, and in
-// the background reconciliation, for all keys, which a local grant starts:
-// with redisstore's DebitOnce, it probes the open breaker every
-// retryPause, so an idle node's leases rejoin too (see reconcile). While
-// it runs, this node's other lease calls wait. It returns the first error,
-// wrapping ErrStore when the store failed; the background goes on with
-// the other keys while the breaker stays closed (a Cluster master down).
-func (l *Limiter) rejoin(ctx context.Context, key string) error {
+// reconcileLeases gives the store the leases the local fallback holds on
+// key (all of them, for key ""): those it granted while the store failed.
+// Each is acquired in the store with its id and time left, even on a full
+// key, as a debit is counted; then it is released in the fallback. So the
+// store counts them once it is back, and their renewals and releases find
+// them there. It runs before each lease call to the store, for its key,
+// and in the background reconciliation, for all keys, which a local grant
+// starts: with redisstore's DebitOnce, that probes the open breaker every
+// retryPause, so an idle node's leases reach the store too. While it runs,
+// this node's other lease calls wait. It returns the first error, wrapping
+// ErrStore when the store failed; the background goes on with the other
+// keys while the breaker stays closed (a Cluster master down).
+func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 	if l.rec.leases.Load() == 0 {
 		return nil
 	}
 	select {
-	case l.rec.rejoining <- struct{}{}:
-		defer func() { <-l.rec.rejoining }()
+	case l.rec.leasesBusy <- struct{}{}:
+		defer func() { <-l.rec.leasesBusy }()
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: waiting for the local leases to rejoin: %w", ErrStore, ctx.Err())
+		return fmt.Errorf("%w: waiting for the local leases to reach the store: %w", ErrStore, ctx.Err())
 	}
 	n := l.rec.leases.Load()
 	if n == 0 {

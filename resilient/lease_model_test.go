@@ -132,7 +132,7 @@ func TestRandomOutagesLeases(t *testing.T) {
 							}
 						}
 						// Redis soon holds every lease held: the local
-						// ones rejoin (a renewal by Redis alone tells).
+						// ones reach it (a renewal by Redis alone tells).
 						for _, h := range held {
 							if !waitFor(5*time.Second, func() bool {
 								got, err := direct.Renew(ctx, h.key, c, h.id)
@@ -199,13 +199,13 @@ func TestRandomOutagesLeases(t *testing.T) {
 	}
 }
 
-// TestLeaseRejoinRace: 2 nodes hold 16 leases each, granted locally in
+// TestLeaseReconcileRace: 2 nodes hold 16 leases each, granted locally in
 // an outage. As the store comes back, each holder renews its lease and
 // releases it at once, from 32 goroutines, while the nodes' background
 // passes give Redis their leases. Each renewal that Redis answers holds,
 // and at the end Redis holds no lease: none was given to it after its
 // release.
-func TestLeaseRejoinRace(t *testing.T) {
+func TestLeaseReconcileRace(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	prefix := redisstore.WithPrefix(fmt.Sprintf("lr%x:", rand.Uint64()))

@@ -15,7 +15,7 @@ import (
 	"github.com/redlimit/redlimit/resilient"
 )
 
-// TestLeaseRejoin: 3 nodes (each its own client) share 6 slots that fail
+// TestLeaseReconcile: 3 nodes (each its own client) share 6 slots that fail
 // local. Redis is stopped (SIGSTOP): each node holds its share, 2 leases,
 // by itself. Redis resumes; a node renews one of its leases, another
 // acquires on another key, the third makes no call: Redis must soon count
@@ -23,7 +23,7 @@ import (
 // and half of the outage's leases are released: in flight (a counter
 // outside the limiter) never exceeds 6. Each outage lease's renewal holds,
 // from Redis, and its release frees a slot in Redis.
-func TestLeaseRejoin(t *testing.T) {
+func TestLeaseReconcile(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	const nodes, slots = 3, 6
