@@ -141,6 +141,21 @@ func TestRandomOutagesLeases(t *testing.T) {
 								fail(step, "lease %+v held, not in Redis 5s after the outage", h)
 							}
 						}
+						// And every breaker closes, so that a release
+						// reaches Redis (one the breaker keeps back
+						// leaves Redis's lease to its TTL).
+						if !waitFor(5*time.Second, func() bool {
+							closed := true
+							for _, l := range ls {
+								if l.BreakerState() != "closed" {
+									closed = false
+									_, _ = l.Allow(ctx, "poke", redlimit.PerMinute(1000))
+								}
+							}
+							return closed
+						}) {
+							fail(step, "a breaker is not closed 5s after the outage")
+						}
 						up = true
 					}
 				}
