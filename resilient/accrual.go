@@ -91,8 +91,8 @@ func (a *accrual) add(limit redlimit.Limit, nodes int, units, last, n, at, full 
 // what the store would hold, so a charge of it leaves the store no looser
 // than if it had counted every unit.
 //
-// A sliding log or a fixed window holds the units of the last period,
-// and a sliding window those of the last two: due counts those of the
+// A sliding log or a fixed window holds the units of the last period. A
+// sliding window holds those of the last two. due counts those of the
 // period slots that reach back that far.
 //
 // A token bucket forgets what it spent once it has refilled it. A full

@@ -158,9 +158,10 @@ func (l *Limiter) called(start time.Time, err error) {
 	}
 }
 
-// inline reports whether c may be made on its caller's goroutine: an
-// AllowN or Peek of a store that returns from them by their context's
-// deadline (see contextBound), with nothing owed to charge first.
+// inline reports whether c may be made on its caller's goroutine. It may
+// for an AllowN or Peek of a store that returns from them by their
+// context's deadline (see contextBound), with nothing owed to charge
+// first.
 func (l *Limiter) inline(c storeCall) bool {
 	return l.bound && c.grant == nil && c.held == nil &&
 		(c.peek != nil || len(c.reqs) == 1 && !c.reqs[0].Debit) &&
@@ -173,9 +174,10 @@ func (l *Limiter) inline(c storeCall) bool {
 // makes those calls on the caller's goroutine.
 type contextBound interface{ ReturnsByContext() bool }
 
-// bounded makes the call c within budget, in a context that ends at c.end:
-// on the caller's goroutine when the store returns by that deadline
-// (inline), otherwise on a worker, whose late answer is dropped.
+// bounded makes the call c within budget, in a context that ends at c.end.
+// It runs on the caller's goroutine when the store returns by that
+// deadline (inline). Otherwise it runs on a worker, whose late answer is
+// dropped.
 func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration) (redlimit.Decision, error) {
 	cctx, cancel := context.WithDeadline(ctx, c.end)
 	defer cancel()

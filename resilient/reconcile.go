@@ -47,6 +47,10 @@ import (
 //     fiftieth of the spread; after a failed charge, up to the spread. It
 //     goes on while the breaker stays closed.
 //
+// The leases the local fallback granted are owed too. Each goes to the
+// store with its id and time left (see reconcileLeases). They go before a
+// lease call to the store, and first in each background pass.
+//
 // Each charge is of one state, in a call of its own. When the debt is
 // taken to be sent, its units become a charge with a random idempotency
 // id. While it is being sent, no other charge of the state is sent. New
@@ -79,10 +83,11 @@ type ReconcileOptions struct {
 	// Size bounds how many states (key, algorithm, period) the Limiter
 	// remembers what it owes for (default [DefaultReconcileSize]). An
 	// entry also keeps its key; docs/BENCHMARKS.md has its cost.
-	// Negative: no reconciliation. What is recorded: the admissions the
-	// local fallback allowed, and every debit, whatever its policy. What
-	// fail_open allowed is not recorded. When full, a new state's units
-	// are not recorded.
+	// Negative: no reconciliation of units; the local leases still go to
+	// the store. What is recorded: the admissions the local fallback
+	// allowed, and every debit, whatever its policy. What fail_open
+	// allowed is not recorded. When full, a new state's units are not
+	// recorded.
 	Size int
 	// Bytes bounds the bytes of what is owed (default [DefaultCacheBytes]).
 	Bytes int
@@ -102,10 +107,14 @@ type reconciler struct {
 	stats   reconcileStats
 	spread  time.Duration
 	running atomic.Bool // the background pass runs
-	mu      sync.Mutex  // guards closed and wg.Add
-	closed  bool        // by Close
-	wg      sync.WaitGroup
-	quit    chan struct{} // closed by Close
+	// leases counts the local fallback's grants since reconcileLeases
+	// last listed them; leasesBusy is held while it runs.
+	leases     atomic.Int64
+	leasesBusy chan struct{}
+	mu         sync.Mutex // guards closed and wg.Add
+	closed     bool       // by Close
+	wg         sync.WaitGroup
+	quit       chan struct{} // closed by Close
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
@@ -151,9 +160,9 @@ type charge struct {
 // doubtBytes is what a charge in doubt is counted for in the debts' bytes.
 const doubtBytes = 128
 
-// expired reports whether a charge in doubt whose last unit was counted
-// at last is too old to be sent again at now: a period, within the life
-// of its id's marker in the store.
+// expired reports whether a charge in doubt is too old to be sent again at
+// now. Its last unit was counted at last. It expires after a period,
+// within the life of its id's marker in the store.
 func expired(limit redlimit.Limit, last, now int64) bool { return now-last >= int64(limit.Period) }
 
 // stale reports whether nothing of d can be charged any more.
@@ -628,7 +637,7 @@ func (l *Limiter) kick() { l.kickAfter(0) }
 // kickAfter is kick for a pass that waits a random time up to wait, then
 // up to the spread, before its first charge.
 func (l *Limiter) kickAfter(wait time.Duration) {
-	if l.rec.debts == nil || l.rec.debts.n.Load() == 0 || l.rec.running.Load() {
+	if (l.rec.debts == nil || l.rec.debts.n.Load() == 0) && l.rec.leases.Load() == 0 || l.rec.running.Load() {
 		return
 	}
 	l.rec.mu.Lock()
@@ -660,7 +669,9 @@ func (l *Limiter) reconcile(wait time.Duration) {
 			l.kickAfter(retryPause)
 		}
 	}()
-	if !l.pause(wait) || !l.pause(l.rec.spread) {
+	// The local leases first, unspread: Redis grants their slots again
+	// until it has them.
+	if !l.pause(wait) || l.reconcileLeases(context.Background(), "") != nil || l.rec.debts == nil || !l.pause(l.rec.spread) {
 		return
 	}
 	from := mrand.N(len(l.rec.debts.shards))
