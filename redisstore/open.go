@@ -104,7 +104,7 @@ func ParseURL(rawURL string) (rueidis.ClientOption, error) {
 		// with it open (a stopped process) keeps the client on a dead
 		// master for as long as it hangs. With the master's dialer, a
 		// second of silence sends a PING. A PING unanswered within
-		// write_timeout closes the connection. The client then turns to
+		// write_timeout (10 s by default) closes the connection. The client then turns to
 		// another sentinel.
 		copt.Sentinel.Dialer = copt.Dialer
 		if copt.Sentinel.Dialer.KeepAlive == 0 {
@@ -207,8 +207,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close waits for the refunds [Store.AllowAll] left running, for a bounded
-// time. It ends the goroutines the Store keeps to send batches. Then it
+// Close waits for the refunds [Store.AllowAll] left running, at most 1 s.
+// It ends the goroutines the Store keeps to send batches. Then it
 // closes the client if the Store opened it ([Open]). The caller closes a
 // client it gave, after Close.
 func (s *Store) Close() error {

@@ -108,7 +108,7 @@ func New(client rueidis.Client, opts ...Option) (*Store, error) {
 // *redis.ClusterClient or a *redis.Ring.
 //
 // go-redis sends a command again when its connection broke after it was
-// written: MaxRetries on a *redis.Client, MaxRedirects on a
+// written: MaxRetries on a *redis.Client (3 by default), MaxRedirects on a
 // *redis.ClusterClient. A script that ran may then run twice. A decision
 // counts twice, on the strict side. A refund after a denial on Cluster
 // (see [Store.AllowAll]) gives back twice. MaxRetries: -1 on a
@@ -201,7 +201,8 @@ func (s *Store) decidePending(p *pending) outcome {
 // AllowAll returned (see below). If no group denies and one fails, its
 // error is returned. Unless every group allowed, what the groups that
 // allowed consumed is refunded. A refund that Redis refused, or that could
-// not reach its node, is made again a few times, with backoff. One whose
+// not reach its node, is made again: up to 4 attempts within 1 s, with
+// backoff. One whose
 // outcome is unknown is not: it may have been applied. That is a timeout,
 // or a connection lost after it was sent. A refund that failed for good
 // goes to the handler set with [WithRefundErrorHandler]. The limits it was
@@ -217,7 +218,7 @@ func (s *Store) decidePending(p *pending) outcome {
 // Once a group has denied, AllowAll waits for the other groups and the
 // refunds only until halfway from then to ctx's deadline. So a caller with
 // a deadline gets the denial before it, even when a node hangs. What still
-// runs then carries on in the background for a bounded time. [Store.Close]
+// runs then carries on in the background, within 1 s. [Store.Close]
 // waits for it. Without a deadline, AllowAll returns when everything has
 // answered.
 func (s *Store) AllowAll(ctx context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {

@@ -11,8 +11,8 @@ type NewEnv func(t testing.TB) Env
 
 // Check runs the sequence data decodes to in a fresh Env from newEnv. On a
 // failure it fails t with it. It also gives the shortest sequence that
-// still fails the same check. It finds it by replaying shorter ones, for a
-// bounded time.
+// still fails the same check. It finds it by replaying shorter ones, for
+// at most about ten seconds.
 func Check(t testing.TB, newEnv NewEnv, data []byte, opts Options) {
 	t.Helper()
 	f := Run(newEnv(t), data, opts)

@@ -79,7 +79,7 @@ func StartCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 
 // NewCluster starts Masters*(1+ReplicasPerMaster) cluster-enabled
 // redis-server processes. It joins them with `redis-cli --cluster create`.
-// It waits, for a bounded time, until the cluster is healthy. Then every
+// It waits, up to 30 s, until the cluster is healthy. Then every
 // node has cluster_state:ok, all 16384 slots are assigned, and every
 // replica's link to its master is up. The caller must call Stop.
 func NewCluster(opts ClusterOptions) (*Cluster, error) {

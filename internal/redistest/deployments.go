@@ -55,7 +55,7 @@ type SentinelGroup struct {
 // monitoring the master under name, stopped when tb ends. The sentinels
 // fail over quickly. The quorum is 2. The master is down after 1 s without
 // a reply (down-after-milliseconds). A failover that did not complete is
-// tried again after twice failover-timeout. It returns once the replica is
+// tried again after 4 s (twice failover-timeout). It returns once the replica is
 // in sync and every sentinel knows the replica and the other sentinels. So
 // a master killed from then on is failed over to the replica. If the
 // group cannot be started, StartSentinelGroup calls tb.Fatalf.

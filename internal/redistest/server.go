@@ -76,7 +76,8 @@ func (s *Server) Port() int { return s.port }
 // redis.log (and nodes.conf for cluster nodes).
 func (s *Server) Dir() string { return s.dir }
 
-// Do runs one command on a new raw RESP connection, with short timeouts.
+// Do runs one command on a new raw RESP connection (dial timeout 1s,
+// overall deadline 5s).
 // It returns the reply rendered as text:
 //   - simple and bulk strings as they are;
 //   - integers in decimal;

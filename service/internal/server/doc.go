@@ -75,7 +75,7 @@
 //   - lets requests in flight finish, for up to Options.ShutdownTimeout;
 //   - leaves the live-node registry;
 //   - closes the store;
-//   - with tracing, exports the spans still queued, for a bounded time.
+//   - with tracing, exports the spans still queued, for up to 5 s.
 //
 // Nothing it started keeps running after Run returns.
 package server

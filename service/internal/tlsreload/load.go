@@ -15,7 +15,7 @@ import (
 
 // maxFileBytes bounds what is read of each file. A chain of a few
 // certificates, a key or a CA bundle is a few kilobytes. The system's CA
-// bundle is a few hundred.
+// bundle is a few hundred kilobytes.
 const maxFileBytes = 1 << 20
 
 // Files names the PEM files of a server's TLS identity.
