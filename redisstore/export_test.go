@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -201,4 +202,14 @@ func (s *Store) AcquireBatch(ctx context.Context, key string, c redlimit.Concurr
 		return nil, badReply("acquire", &r)
 	}
 	return out, nil
+}
+
+// WithHostClock sets the clock this host's calendar arithmetic reads,
+// apart from the time the scripts decide at (WithClock's, or Redis's):
+// a host whose clock is skewed from Redis's.
+func WithHostClock(now func() time.Time) Option {
+	return func(s *Store) error {
+		s.hostNow = now
+		return nil
+	}
 }
