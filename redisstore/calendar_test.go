@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -307,6 +308,76 @@ func TestCalendarHostClockSkew(t *testing.T) {
 						t.Fatal(err)
 					}
 					want("AllowN after the reset, first host", one(first, "n"+k), true)
+				}
+			})
+		}
+	}
+}
+
+// TestCalendarClockTooFar: a host whose clock is so far from Redis's that
+// none of the three calendar windows it sends holds Redis's clock (a day
+// apart or more) gets ErrClockSkew for its calendar decisions, and only
+// for those: the other decisions of its batch are decided. A refund or a
+// reset needs no window and goes on. At the edge of the windows sent, it
+// is decided in the window that holds Redis's clock.
+func TestCalendarClockTooFar(t *testing.T) {
+	utc := func(d, h int) time.Time { return time.Date(2026, 3, d, h, 0, 0, 0, time.UTC) }
+	day := redlimit.PerCalendar(1, redlimit.Day, "")
+	cases := []struct {
+		name         string
+		server, host time.Time
+		skewed       bool
+	}{
+		{"host two days ahead", utc(10, 12), utc(12, 12), true},
+		{"host two days behind", utc(10, 12), utc(8, 12), true},
+		{"server at the first bound", utc(10, 0), utc(11, 23), false},
+		{"server 1 µs before it", utc(10, 0).Add(-time.Microsecond), utc(11, 23), true},
+		{"server 1 µs before the last bound", utc(10, 0).Add(-time.Microsecond), utc(8, 0), false},
+		{"server at it", utc(10, 0), utc(8, 23), true},
+	}
+	ctx := context.Background()
+	for _, d := range deployments[:3] {
+		for _, tc := range cases {
+			t.Run(d.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				server := redlimittest.NewClock(tc.server)
+				p := prefix(t)
+				s := d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now),
+					redisstore.WithHostClock(func() time.Time { return tc.host }))
+				res, err := s.AllowN(ctx, "k", day, 1)
+				if !tc.skewed {
+					_, end := day.Calendar.Window(tc.server)
+					if err != nil || !res.Allowed || res.ResetAfter != end.Sub(tc.server) {
+						t.Fatalf("AllowN: %+v, %v; want allowed until %s", res, err, end)
+					}
+					return
+				}
+				if !errors.Is(err, redisstore.ErrClockSkew) {
+					t.Fatalf("AllowN: %+v, %v; want ErrClockSkew", res, err)
+				}
+				// One batch: the calendar decision fails alone.
+				other := redlimit.Request{Key: "k", Limit: redlimit.PerHour(5), Cost: 1} // one slot
+				out, errs := s.DecideMixedBatchEach(ctx, [][]redlimit.Request{{{Key: "k", Limit: day, Cost: 1}}, {other}, {other, {Key: "k", Limit: day, Cost: 1}}}, nil, false)
+				if !errors.Is(errs[0], redisstore.ErrClockSkew) || errs[1] != nil || !out[1][0].Allowed || !errors.Is(errs[2], redisstore.ErrClockSkew) {
+					t.Fatalf("a batch: %v, %v; want ErrClockSkew for the calendar decisions only", out, errs)
+				}
+				if _, err := s.Admit(ctx, []redlimit.Request{{Key: "k", Limit: day, Cost: 1}}); !errors.Is(err, redisstore.ErrClockSkew) {
+					t.Fatalf("Admit: %v, want ErrClockSkew", err)
+				}
+				if err := s.Reset(ctx, "k", day); err != nil {
+					t.Fatalf("Reset: %v", err)
+				}
+				// A grant admitted by a host in step, refunded by the far one.
+				near := d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now))
+				g, err := near.Admit(ctx, []redlimit.Request{{Key: "g", Limit: day, Cost: 1}})
+				if err != nil || !g.Allowed {
+					t.Fatalf("Admit in step: %v, %v", g, err)
+				}
+				if err := s.Refund(ctx, g, []int64{1}); err != nil {
+					t.Fatalf("Refund: %v", err)
+				}
+				if res, err := near.AllowN(ctx, "g", day, 1); err != nil || !res.Allowed {
+					t.Fatalf("AllowN after the refund: %+v, %v; want allowed", res, err)
 				}
 			})
 		}

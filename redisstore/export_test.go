@@ -134,7 +134,7 @@ func (s *Store) DecideMixedBatchEach(ctx context.Context, ds [][]redlimit.Reques
 // the decision script, Script(), for reqs at the time at in µs: a batch
 // of one entry, which replies { now, four values per limit, 0 }.
 func (s *Store) DecisionArgs(reqs []redlimit.Request, at int64) (keys, args []string) {
-	var w wire
+	w := wire{now: at}
 	w.several(kindSeveral, s.keys(reqs), reqs)
 	return w.args(strconv.FormatInt(at, 10), s.margin, false)
 }
@@ -190,7 +190,7 @@ func (s *Store) AcquireBatch(ctx context.Context, key string, c redlimit.Concurr
 	var out []redlimit.Lease
 	for range ids {
 		if f := r.next(); f != 0 {
-			return nil, keyStateError("acquire", f)
+			return nil, entryError("acquire", f)
 		}
 		x := r.values(3)
 		if x == nil {

@@ -313,7 +313,7 @@ func (s *Store) call(ctx context.Context, op string, w *wire) (*reply, error) {
 		return nil, fmt.Errorf("redisstore: %s: %w: %d values", op, redlimit.ErrBadReply, len(v))
 	}
 	if f := r.next(); f != 0 {
-		return nil, keyStateError(op, f)
+		return nil, entryError(op, f)
 	}
 	return &r, nil
 }
