@@ -174,7 +174,8 @@ func (w *wire) bounds(l redlimit.Limit) bounds {
 }
 
 // windowText returns a window on the wire: window µs, or for a calendar
-// limit "c" and its bounds b, comma-separated. Go is the one source of
+// limit "c" and its bounds b, comma-separated, the middle window's first
+// (the script reads them first). Go is the one source of
 // calendar arithmetic; the script takes the window that holds its own
 // clock, and fails a decision if none does (lua/prelude.lua, window).
 // So hosts whose clocks differ by less than the shortest window (23
@@ -183,8 +184,8 @@ func windowText(window int64, b bounds) string {
 	if b == (bounds{}) {
 		return strconv.FormatInt(window, 10)
 	}
-	return "c" + strconv.FormatInt(b[0], 10) + "," + strconv.FormatInt(b[1], 10) + "," +
-		strconv.FormatInt(b[2], 10) + "," + strconv.FormatInt(b[3], 10)
+	return "c" + strconv.FormatInt(b[1], 10) + "," + strconv.FormatInt(b[2], 10) + "," +
+		strconv.FormatInt(b[0], 10) + "," + strconv.FormatInt(b[3], 10)
 }
 
 func debitValue(debit bool) string {

@@ -71,20 +71,23 @@ end
 if now < 0 then now = 0 elseif now > 4503599627370496 then now = 4503599627370496 end
 
 -- window returns a limit's window from its text (redisstore/wire.go):
--- its µs, or for a calendar limit ('c', then the bounds b0,b1,b2,b3 of
--- three windows in a row, which Go computed around its own clock) minus
--- the end of the one that holds now. With now outside them all, it
--- returns 0: a decision on it fails (fixed_window_of), while a refund or
--- reset, which need no window, go on. The script does no calendar
--- arithmetic; the server's clock picks among Go's windows.
+-- its µs, or for a calendar limit minus the end of the window that holds
+-- now, among three in a row that Go computed around its own clock: 'c',
+-- then the middle one's start and end, the first's start and the last's
+-- end. With now outside them all, it returns 0: a decision on it fails
+-- (fixed_window_of), while a refund or reset, which need no window, go
+-- on. The script does no calendar arithmetic; the server's clock picks
+-- among Go's windows.
 local function window(s)
   if string.byte(s) ~= 99 then return s + 0 end -- 'c'
-  local b0, b1, b2, b3 = string.match(s, '^c(%-?%d+),(%-?%d+),(%-?%d+),(%-?%d+)$')
-  if b0 == nil then error('redlimit: bad calendar window ' .. s) end
-  if now < b0 + 0 or now >= b3 + 0 then return 0 end
-  if now < b1 + 0 then return -b1 end
-  if now < b2 + 0 then return -b2 end
-  return -b3
+  local b1, b2 = string.match(s, '^c(%-?%d+),(%-?%d+),')
+  if b1 == nil then error('redlimit: bad calendar window ' .. s) end
+  b1, b2 = b1 + 0, b2 + 0
+  if now >= b1 and now < b2 then return -b2 end
+  local b0, b3 = string.match(s, ',(%-?%d+),(%-?%d+)$')
+  if now < b1 and now >= b0 + 0 then return -b1 end
+  if now >= b2 and now < b3 + 0 then return -b3 end
+  return 0
 end
 
 -- SKEWED is the error of a decision on a calendar window of 0 (window).
