@@ -158,6 +158,8 @@ func checkCalendarStep(t *testing.T, i int, st calendarStep, res redlimit.Result
 
 // TestCalendarConcurrentExact: several stores, each with many goroutines,
 // on one calendar key at Redis's own clock, never admit above the limit.
+// Their hosts' clocks are skewed from Redis's, by up to an hour: Redis's
+// clock picks the window, and RetryAfter ends it.
 func TestCalendarConcurrentExact(t *testing.T) {
 	const (
 		limit      = 100
@@ -167,8 +169,10 @@ func TestCalendarConcurrentExact(t *testing.T) {
 	l := redlimit.PerCalendar(limit, redlimit.Year, "Europe/Berlin")
 	p := prefix(t)
 	var stores []*redisstore.Store
-	for _, d := range []deployment{deployments[0], deployments[1], deployments[0], deployments[1]} {
-		stores = append(stores, d.store(t, redisstore.WithPrefix(p)))
+	for i, d := range []deployment{deployments[0], deployments[1], deployments[0], deployments[1]} {
+		skew := []time.Duration{-2 * time.Second, 2 * time.Second, -time.Hour, time.Hour}[i]
+		host := func() time.Time { return time.Now().Add(skew) }
+		stores = append(stores, d.store(t, redisstore.WithPrefix(p), redisstore.WithHostClock(host)))
 	}
 	ctx := context.Background()
 	var admitted atomic.Int64
