@@ -48,8 +48,8 @@
 // "1000 per month, reset on the 1st at midnight in Europe/Berlin". A
 // window has its true length: 23 or 25 hours on a DST day, 28 to 31 days
 // a month. ResetAfter and RetryAfter end at the next midnight that starts
-// a period. The caller's clock names the window (Go computes it; the
-// stores count in it), so hosts need synchronised clocks near a boundary.
+// a period. The store's clock picks the window (Redis's TIME on Redis),
+// so hosts with skewed clocks still count in one window.
 // Only a fixed window takes a calendar: a sliding window weights the
 // previous window by a fixed overlap, a sliding log and a token bucket
 // have no windows at all. Validate refuses the others with
