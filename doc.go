@@ -49,11 +49,11 @@
 // time zone: "1000 per month, reset on the 1st at midnight in
 // Europe/Berlin". A window has its true length: 23 or 25 hours on a DST
 // day, 28 to 31 days a month. ResetAfter and RetryAfter end at the next
-// midnight that starts a period. The caller's clock names the window: Go
-// computes it, and the stores count in it. So hosts need synchronised
-// clocks near a boundary. Only a fixed window takes a calendar. A sliding
-// window weights the previous window by a fixed overlap. A sliding log and
-// a token bucket have no windows. Validate refuses them with
+// midnight that starts a period. The store's clock picks the window:
+// Redis's TIME on Redis. So hosts with skewed clocks still count in one
+// window. Only a fixed window takes a calendar. A sliding window weights
+// the previous window by a fixed overlap. A sliding log and a token
+// bucket have no windows. Validate refuses them with
 // [ErrCalendarAlgorithm], and an unknown zone with [ErrUnknownZone].
 //
 // # Algorithms

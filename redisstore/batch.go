@@ -519,7 +519,7 @@ func batchReply(batch []*pending, w *wire, v []int64) bool {
 			m = int(w.ents[3*e+2])
 		}
 		if f := r.next(); f != 0 {
-			err := keyStateError(p.op, f)
+			err := entryError(p.op, f)
 			for _, q := range batch[i : i+m] {
 				q.out = outcome{at: r.now, err: err}
 			}

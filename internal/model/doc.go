@@ -9,7 +9,9 @@
 // `make test`. A sequence holds:
 //   - AllowN, Peek, Reset, and AllowAll of 1 to 8 limits;
 //   - the clock moved forward by small and large steps, to window
-//     boundaries and to the instants answers named, and sometimes back;
+//     boundaries (calendar ones too) and to the instants answers named,
+//     and sometimes back;
+//   - a store's host clock skewed from it ([Env].HostClock);
 //   - a limit's count or burst changed;
 //   - costs from 1 to [redlimit.MaxCost], biased to the edges.
 //

@@ -22,7 +22,8 @@
 -- Then the s limits, four values each:
 --   - algorithm: 1 fixed_window, 2 sliding_log, 3 sliding_window,
 --     4 token_bucket;
---   - window µs; a token bucket's emission interval µs;
+--   - window: µs, or a calendar's windows (see window); a token bucket's
+--     emission interval µs;
 --   - count; a token bucket's burst;
 --   - cost.
 -- Then each entry of another kind, in order, its values (see wire.go).
@@ -83,7 +84,7 @@ for l = 1, ns do
   if not known[a] then
     return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
   end
-  salg[l], sW[l], sL[l], sn[l], scost[l] = a, ARGV[j + 1] + 0, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 3]
+  salg[l], sW[l], sL[l], sn[l], scost[l] = a, window(ARGV[j + 1]), ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 3]
   j = j + 4
 end
 
