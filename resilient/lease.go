@@ -200,7 +200,7 @@ func (l *Limiter) leaseCall(ctx context.Context, call func(context.Context) (red
 	case errors.Is(ctx.Err(), context.Canceled):
 		done(errCallerGone)
 		return res, ctx.Err()
-	case errors.Is(err, redlimit.ErrKeyState):
+	case callersOwn(err):
 		done(err)
 		return res, err
 	}
