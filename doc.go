@@ -125,7 +125,8 @@
 // resilient Limiter on one of them) takes, renews and frees leases.
 // A holder that dies frees its slot at the TTL. [Hold] holds a slot for a
 // task of any length, renewing it, and frees it when the task ends; the
-// in-flight rules of httplimit and grpclimit use it. [Concurrency.Failure]
+// in-flight rules of httplimit and grpclimit use it. Its renewals record
+// a lease the store lost again ([RecordLease]), whatever the key holds. [Concurrency.Failure]
 // is the failure policy of a limit, read by resilient as for rate limits.
 //
 // # Errors

@@ -31,7 +31,7 @@ func TestClockSkewIsNotAnOutage(t *testing.T) {
 			defer l.Close()
 			for range 4 {
 				res, err := l.AllowN(ctx, "k", day, 1)
-				if !errors.Is(err, redisstore.ErrClockSkew) {
+				if !errors.Is(err, redlimit.ErrClockSkew) {
 					t.Fatalf("calendar AllowN: %+v, %v; want ErrClockSkew", res, err)
 				}
 			}

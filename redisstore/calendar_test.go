@@ -356,16 +356,16 @@ func TestCalendarClockTooFar(t *testing.T) {
 					}
 					return
 				}
-				if !errors.Is(err, redisstore.ErrClockSkew) {
+				if !errors.Is(err, redlimit.ErrClockSkew) {
 					t.Fatalf("AllowN: %+v, %v; want ErrClockSkew", res, err)
 				}
 				// One batch: the calendar decision fails alone.
 				other := redlimit.Request{Key: "k", Limit: redlimit.PerHour(5), Cost: 1} // one slot
 				out, errs := s.DecideMixedBatchEach(ctx, [][]redlimit.Request{{{Key: "k", Limit: day, Cost: 1}}, {other}, {other, {Key: "k", Limit: day, Cost: 1}}}, nil, false)
-				if !errors.Is(errs[0], redisstore.ErrClockSkew) || errs[1] != nil || !out[1][0].Allowed || !errors.Is(errs[2], redisstore.ErrClockSkew) {
+				if !errors.Is(errs[0], redlimit.ErrClockSkew) || errs[1] != nil || !out[1][0].Allowed || !errors.Is(errs[2], redlimit.ErrClockSkew) {
 					t.Fatalf("a batch: %v, %v; want ErrClockSkew for the calendar decisions only", out, errs)
 				}
-				if _, err := s.Admit(ctx, []redlimit.Request{{Key: "k", Limit: day, Cost: 1}}); !errors.Is(err, redisstore.ErrClockSkew) {
+				if _, err := s.Admit(ctx, []redlimit.Request{{Key: "k", Limit: day, Cost: 1}}); !errors.Is(err, redlimit.ErrClockSkew) {
 					t.Fatalf("Admit: %v, want ErrClockSkew", err)
 				}
 				if err := s.Reset(ctx, "k", day); err != nil {

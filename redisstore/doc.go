@@ -90,7 +90,7 @@
 // store sends three windows in a row, computed around this host's clock;
 // the script counts in the one that holds its own. So hosts up to a day
 // apart count in one window, and ResetAfter ends it on Redis's clock. A
-// decision whose windows miss Redis's clock fails with [ErrClockSkew].
+// decision whose windows miss Redis's clock fails with [redlimit.ErrClockSkew].
 //
 // # Keys
 //

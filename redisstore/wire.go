@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -333,12 +332,6 @@ func (r *reply) decisions(m int, put func(j int, allowed bool, remaining, retry,
 // ok reports whether the reply was read whole, each value where expected.
 func (r *reply) ok() bool { return !r.bad && len(r.v) == 0 && len(r.fails) == 0 }
 
-// ErrClockSkew reports a decision on a calendar limit made when Redis's
-// clock was outside the three windows around this host's (see
-// windowText): the clocks are a day apart or more. The store cannot tell
-// which window Redis is in.
-var ErrClockSkew = errors.New("redisstore: Redis's clock is a calendar window or more from this host's")
-
 // entryError is the error of an entry of op that failed alone, of the
 // kind the batch script replied (see lua/prelude.lua, key_failure).
 func entryError(op string, kind int64) error {
@@ -347,7 +340,7 @@ func entryError(op string, kind int64) error {
 	case 1:
 		what = "a key of another type (WRONGTYPE)"
 	case 3:
-		return fmt.Errorf("redisstore: %s: %w", op, ErrClockSkew)
+		return fmt.Errorf("redisstore: %s: %w", op, redlimit.ErrClockSkew)
 	}
 	return fmt.Errorf("redisstore: %s: %w: %s", op, redlimit.ErrKeyState, what)
 }

@@ -23,8 +23,9 @@
 //     [redlimit.FailClosed]. FailLocal is an in-process limiter with this
 //     node's share, starting from what the store last said.
 //
-// A key whose state the store cannot use ([redlimit.ErrKeyState]) fails
-// that decision with the error. It is not a store failure: no policy
+// A key whose state the store cannot use ([redlimit.ErrKeyState]), or a
+// calendar window this host's clock cannot place ([redlimit.ErrClockSkew]),
+// fails that decision with the error. It is not a store failure: no policy
 // answers it, and the breaker does not count it.
 //
 // What the local fallback admitted is owed to the store and charged to it
