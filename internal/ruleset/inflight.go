@@ -36,7 +36,7 @@ func validateHeld[R any](k *Kind, r Rule[R]) error {
 // route and whose key function keys req (an error wrapping ErrNoKey skips
 // the rule), in order, until release is called. A rule whose slots are
 // all held denies: its lease says when to retry, and the slots taken
-// before it are released. A key function's other error or an empty key
+// before it are released. A key function's other error, its panic or an empty key
 // returns that rule and the error (see KeyFailed); so does the store's. On denial
 // or error, release does nothing. A key function's panic releases the
 // slots taken before it, and goes on.
@@ -55,7 +55,7 @@ func (s *Set[R]) Hold(ctx context.Context, sem redlimit.Semaphore, req R, route 
 		if r.Route != "" && r.Route != route {
 			continue
 		}
-		k, err := r.Key(req)
+		k, err := guard(r.Key, req)
 		switch {
 		case errors.Is(err, ErrNoKey):
 			continue
