@@ -83,7 +83,7 @@ func ValidateQueue(key string, limit Limit, n int64, maxWait time.Duration) erro
 // overtaken, and many may retry together after a window ends.
 func Wait(ctx context.Context, l Limiter, key string, limit Limit, n int64, maxWait time.Duration) (Result, error) {
 	if maxWait < 0 || maxWait > MaxWait {
-		return Result{}, fmt.Errorf("redlimit: %w: %s is not in 0..%s", ErrInvalidWait, maxWait, MaxWait)
+		return Result{}, fmt.Errorf("%w: %s is not in 0..%s", ErrInvalidWait, maxWait, MaxWait)
 	}
 	start := time.Now()
 	if dl, ok := ctx.Deadline(); ok {
