@@ -98,11 +98,12 @@ func Wait(ctx context.Context, l Limiter, key string, limit Limit, n int64, maxW
 			return res, err
 		}
 		left := maxWait - time.Since(start)
-		if res.RetryAfter > left {
+		if res.RetryAfter > left || left <= 0 {
 			return res, nil
 		}
-		d := res.RetryAfter + rand.N(res.RetryAfter/10+1)
-		if err := sleep(ctx, min(d, left)); err != nil {
+		// At least a millisecond: a RetryAfter of 0 or less would spin.
+		d := max(res.RetryAfter, time.Millisecond)
+		if err := sleep(ctx, min(d+rand.N(d/10+1), left)); err != nil {
 			return Result{}, err
 		}
 	}
