@@ -25,7 +25,9 @@ type Queuer interface {
 	// since. Otherwise it gives back nothing: the later turns keep their
 	// instants, and the bucket stays on the strict side (exact would move
 	// them). A bucket Reset since and brought to the very same µs is
-	// taken as unchanged.
+	// taken as unchanged. Give a turn back once: a second Unqueue may
+	// give back a later turn that took the same place. Unqueue trusts r,
+	// as Reset trusts its caller: give back only turns Queue returned.
 	Unqueue(ctx context.Context, r Turn) (bool, error)
 }
 
