@@ -90,8 +90,8 @@ func (r *runner) queue(op Op) *Failure {
 		var t redlimit.Turn
 		var back bool
 		var err error
-		if op.Kind == Queue {
-			t, err = qr.Queue(r.ctx, key, q.Limit, q.Cost, queueWait(q.Limit))
+		if op.Kind != Unqueue {
+			t, err = qr.Queue(r.ctx, key, q.Limit, q.Cost, queueWait(op.Kind, q.Limit))
 		} else {
 			back, err = qr.Unqueue(r.ctx, *in.turn)
 		}
@@ -125,7 +125,7 @@ func (r *runner) queue(op Op) *Failure {
 		// A bounded store had no room: nothing was queued.
 		return nil
 	}
-	want := r.model.QueueAt(key, q.Limit, q.Cost, queueWait(q.Limit), r.now)
+	want := r.model.QueueAt(key, q.Limit, q.Cost, queueWait(op.Kind, q.Limit), r.now)
 	for i, t := range turns {
 		if t != want {
 			return r.fail("model", "%s: target %d queued %+v, the model %+v", desc, i, t, want)
@@ -148,5 +148,11 @@ func (r *runner) queue(op Op) *Failure {
 	return r.bound(desc, q.Limit, in.hist)
 }
 
-// queueWait is the maximum wait of a Queue op of l: one period.
-func queueWait(l redlimit.Limit) time.Duration { return l.Period }
+// queueWait is the maximum wait of a queue op of l: one period, or
+// MaxWait for QueueLong.
+func queueWait(k Kind, l redlimit.Limit) time.Duration {
+	if k == QueueLong {
+		return redlimit.MaxWait
+	}
+	return l.Period
+}

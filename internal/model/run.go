@@ -238,7 +238,7 @@ func (r *runner) exec(op Op) *Failure {
 	r.setTime(op.At)
 	checked := r.checked
 	r.checked = nil
-	if op.Kind == Queue || op.Kind == Unqueue {
+	if op.Kind == Queue || op.Kind == Unqueue || op.Kind == QueueLong {
 		return r.queue(op)
 	}
 	reqs := r.requests(op)
