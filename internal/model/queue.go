@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -112,9 +113,15 @@ func (r *runner) queue(op Op) *Failure {
 		if want {
 			r.stats.GivenBack++
 		}
-		if want && len(in.hist) > 0 {
-			// Nothing happened since: its stamp is the latest.
-			in.hist = in.hist[:len(in.hist)-1]
+		if want {
+			// Its stamp goes. A later one can only be a debit that
+			// counted nothing (the bucket at its bound).
+			for i := len(in.hist) - 1; i >= 0; i-- {
+				if in.hist[i] == in.turnStamp {
+					in.hist = slices.Delete(in.hist, i, i+1)
+					break
+				}
+			}
 			in.admitted, in.admitAt = in.turnAdmitted, in.turnAt
 		}
 		in.turn = nil
@@ -144,7 +151,8 @@ func (r *runner) queue(op Op) *Failure {
 	// Counted at the instant it is admitted at, in µs of arrival time.
 	at := max(r.now+want.Delay.Microseconds(), in.admitAt)
 	in.admitted, in.admitAt = true, at
-	in.hist = append(in.hist, stamp{at, q.Cost * q.Limit.EmissionInterval()})
+	in.turnStamp = stamp{at, q.Cost * q.Limit.EmissionInterval()}
+	in.hist = append(in.hist, in.turnStamp)
 	return r.bound(desc, q.Limit, in.hist)
 }
 
