@@ -10,8 +10,10 @@ import (
 // calls release, as an HTTP handler or a gRPC stream does. While held, the
 // lease is renewed every third of c.TTL; a lease found lost (expired, or
 // gone with a Redis that lost its data) is acquired again if a slot is
-// free. release stops the renewals and releases the lease; it is safe to
-// call more than once. When the lease is not held, release does nothing.
+// free. If none is, the holder runs on without one: Slots may be passed
+// until it returns. release stops the renewals and releases the lease; it
+// is safe to call more than once. When the lease is not held, release does
+// nothing.
 // The renewals and the release outlive ctx's cancellation: a holder's
 // slot is freed even when its request was canceled.
 func Hold(ctx context.Context, s Semaphore, key string, c Concurrency) (l Lease, release func(), err error) {
