@@ -54,13 +54,7 @@ func TestLeaseDifferential(t *testing.T) {
 				// never sees a key expire before its last lease does.
 				clock.keepUp()
 				clock.Advance(guard)
-				switch rng.IntN(12) {
-				case 0, 1, 2, 3:
-					clock.Advance(time.Duration(rng.IntN(300_000)) * time.Microsecond)
-				case 4:
-					// The clock goes back, until the next keepUp.
-					clock.Advance(-time.Duration(rng.IntN(50_000)) * time.Microsecond)
-				}
+				clock.wander(rng, 300*time.Millisecond)
 				c := limits[rng.IntN(len(limits))]
 				key := keys[rng.IntN(len(keys))]
 				id := ids[rng.IntN(len(ids))]

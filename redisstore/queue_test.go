@@ -53,13 +53,7 @@ func TestQueueDifferential(t *testing.T) {
 			var queued, back int
 			for range 1500 {
 				clock.keepUp()
-				switch rng.IntN(12) {
-				case 0, 1, 2, 3:
-					clock.Advance(time.Duration(rng.IntN(100_000)) * time.Microsecond)
-				case 4:
-					// The clock goes back, until the next keepUp.
-					clock.Advance(-time.Duration(rng.IntN(50_000)) * time.Microsecond)
-				}
+				clock.wander(rng, 100*time.Millisecond)
 				l := limits[rng.IntN(len(limits))]
 				key := keys[rng.IntN(len(keys))]
 				n := 1 + rng.Int64N(min(l.Burst+1, redlimit.MaxCost))
