@@ -29,6 +29,9 @@ func TestLeaseDifferential(t *testing.T) {
 	const guard = 100 * time.Millisecond
 	keys := []string{"a", "{b}", "c:\n"}
 	ids := []string{"x", "y", "z", "\x00", "{a}", strings.Repeat("é", redlimit.MaxLeaseIDLen/2)}
+	for i := range 10 {
+		ids = append(ids, fmt.Sprint(i)) // many leases on a key at once
+	}
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
