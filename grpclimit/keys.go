@@ -17,9 +17,10 @@ import (
 // call's context (peer, incoming metadata, values set by earlier
 // interceptors) and its full method name ("/pkg.Service/Method"). It
 // returns an error wrapping [ErrNoKey] when the rule does not apply to the
-// call. Any other error refuses the call with codes.InvalidArgument. A
-// shadow rule's error is logged and skips the rule instead: a shadow rule
-// never refuses a call. A KeyFunc must be safe for concurrent use.
+// call. Any other error, or a panic, refuses the call with
+// codes.InvalidArgument. A shadow rule's error is logged and skips the
+// rule instead: a shadow rule never refuses a call. A KeyFunc must be
+// safe for concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // PeerIP returns a KeyFunc that keys calls by the network of the client,
