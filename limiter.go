@@ -102,7 +102,7 @@ func (d Decision) Tightest() int { return Tightest(d.Results) }
 
 // Tightest returns the index of the result closest to running out: among
 // denials the one with the longest RetryAfter, otherwise the one with the
-// smallest Remaining relative to its Limit; the first of equals. It returns
+// smallest Remaining relative to its Max; the first of equals. It returns
 // -1 for no results. An [Undecided] result is never picked while another
 // result denies: a denial always has a positive RetryAfter.
 func Tightest(results []Result) int {
@@ -122,8 +122,8 @@ func tighter(a, b Result) bool {
 	if !a.Allowed {
 		return a.RetryAfter > b.RetryAfter
 	}
-	// a.Remaining/a.Limit < b.Remaining/b.Limit, without division.
-	return float64(a.Remaining)*float64(b.Limit) < float64(b.Remaining)*float64(a.Limit)
+	// a.Remaining/a.Max < b.Remaining/b.Max, without division.
+	return float64(a.Remaining)*float64(b.Max) < float64(b.Remaining)*float64(a.Max)
 }
 
 // ValidateRequests checks every request of a several-limits decision, and

@@ -262,7 +262,7 @@ func slidingWindows(e *entry, p *params, now int64) (w, cur, prev int64) {
 
 func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	w, end, c := fixedWindow(e, p, now)
-	*r = redlimit.Result{Limit: p.count}
+	*r = redlimit.Result{Max: p.count}
 	if c+n > p.count {
 		r.Remaining = max(0, p.count-c) // c exceeds count after the count shrank
 		r.RetryAfter = us(end - now)
@@ -291,7 +291,7 @@ func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 		t = max(t, lg.newest())
 	}
 	first, c := lg.live(t - W)
-	*r = redlimit.Result{Limit: L}
+	*r = redlimit.Result{Max: L}
 	if c+n > L {
 		r.Remaining = max(0, L-c) // c exceeds count after the count shrank
 		if n > L {
@@ -327,7 +327,7 @@ func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending
 		weighted++
 	}
 	room := L - cur - weighted // may be negative after the count shrank
-	*r = redlimit.Result{Limit: L}
+	*r = redlimit.Result{Max: L}
 	if room < n {
 		r.Remaining = max(0, room)
 		switch {
@@ -377,7 +377,7 @@ func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	if e != nil && e.bucket.tat > now {
 		d = e.bucket.tat - now
 	}
-	*r = redlimit.Result{Limit: p.burst}
+	*r = redlimit.Result{Max: p.burst}
 	if n > p.burst {
 		// It can never pass, and n*ei could overflow.
 		r.Remaining = max(0, (p.tau-d)/p.ei)

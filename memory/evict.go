@@ -118,7 +118,7 @@ func (s *Store) refuse(res *redlimit.Result, e *entry, now int64, need room, soo
 	if e != nil && e.expires > now {
 		reset = us(e.expires - now)
 	}
-	*res = redlimit.Result{Limit: res.Limit, RetryAfter: retry, ResetAfter: reset}
+	*res = redlimit.Result{Max: res.Max, RetryAfter: retry, ResetAfter: reset}
 }
 
 // evict makes room for need: it samples up to sampleRounds times

@@ -254,13 +254,13 @@ func TestKnownKeyStillValidates(t *testing.T) {
 	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(5).FixedWindow(), 3); err != nil || r.Remaining != 2 {
 		t.Fatalf("%+v, %v", r, err)
 	}
-	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); err != nil || !r.Allowed || r.Remaining != 0 || r.Limit != 4 {
+	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); err != nil || !r.Allowed || r.Remaining != 0 || r.Max != 4 {
 		t.Errorf("after a count change: %+v, %v, want allowed with 0 of 4 remaining", r, err)
 	}
 	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(2), 2); err != nil || !r.Allowed {
 		t.Fatalf("%+v, %v", r, err)
 	}
-	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(3), 1); err != nil || !r.Allowed || r.Limit != 3 {
+	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(3), 1); err != nil || !r.Allowed || r.Max != 3 {
 		t.Errorf("after a burst change: %+v, %v, want allowed with a limit of 3", r, err)
 	}
 	// Another failure policy is the same limit to a store.

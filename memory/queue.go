@@ -20,7 +20,7 @@ func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pe
 	}
 	over := int64(r.RetryAfter / time.Microsecond)
 	due := over + p.tau
-	*r = redlimit.Result{Allowed: true, Limit: p.burst, ResetAfter: us(due)}
+	*r = redlimit.Result{Allowed: true, Max: p.burst, ResetAfter: us(due)}
 	return pending{expires: now + due}, over
 }
 

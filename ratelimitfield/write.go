@@ -24,7 +24,7 @@ type Quota struct {
 // limit decides nothing for the client, so it has no field). RateLimit-Policy
 // lists the policy of every quota, once per name, in order; the other fields
 // describe the tightest quota ([redlimit.Tightest]): RateLimit as
-// [ServiceLimitOf] has it, X-RateLimit-Limit its Result.Limit, the Envoy
+// [ServiceLimitOf] has it, X-RateLimit-Limit its Result.Max, the Envoy
 // style's RateLimit-Limit its Limit.Count, and the remaining and reset
 // fields its ServiceLimit's, the reset left out when it has none. Write
 // sets nothing for no quotas. Retry-After is not among the fields: see
@@ -51,7 +51,7 @@ func (s Style) Write(quotas []Quota, set func(name, value string)) {
 		set(HeaderRateLimit, sl.String())
 	}
 	if s.x() {
-		set(HeaderXRateLimitLimit, strconv.FormatInt(q.Result.Limit, 10))
+		set(HeaderXRateLimitLimit, strconv.FormatInt(q.Result.Max, 10))
 		set(HeaderXRateLimitRemaining, remaining)
 		if hasReset {
 			set(HeaderXRateLimitReset, reset)

@@ -77,7 +77,7 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 				return
 			}
 			for i, want := range tc.run {
-				want.Limit = 10
+				want.Max = 10
 				if got := b[1+i].out.res; got != want || b[1+i].out.at != 99 {
 					t.Errorf("decision %d of the run: %+v at %d, want %+v", i, got, b[1+i].out.at, want)
 				}

@@ -25,9 +25,9 @@
 //     does not go back ([Options].NoClockBack): it would find again the
 //     idle states the store evicted. A debit is never refused, and the
 //     debit right after a check that passed never fails for want of room;
-//   - each Result on its own: Limit is the limit's Max, Remaining in
-//     [0, Limit], RetryAfter 0 when allowed and Never exactly when the cost
-//     is above Limit, ResetAfter 0 only at a full allowance;
+//   - each Result on its own: Max is the limit's Max, Remaining in
+//     [0, Max], RetryAfter 0 when allowed and Never exactly when the cost
+//     is above Max, ResetAfter 0 only at a full allowance;
 //   - RetryAfter is honest (the same cost passes at now+RetryAfter and not
 //     1 µs before, if nothing else happens) and so is ResetAfter (the
 //     allowance is full then, and not 1 µs before), asked of the model;
