@@ -140,7 +140,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 			store := &flaky{Store: redisStore(t, []string{srv.Addr()}), down: map[string]bool{}}
 			rec := newRecorder()
 			l := newLimiter(t, store, resilient.Options{
-				Breaker: resilient.BreakerOptions{FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: time.Hour}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second,
+				Breaker: resilient.BreakerOptions{FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Rejoin: time.Hour}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second,
 				Observer: rec,
 			})
 			decided := map[string]int{} // what the Observer must have been told
