@@ -132,7 +132,7 @@ type debt struct {
 	doubt *charge        // sent, outcome unknown: to be sent again with its id
 	busy  bool           // a charge of the state is being sent
 	// wait, made by a call that waits for the charge being sent, is
-	// closed when it has been settled.
+	// closed when its status is recorded.
 	wait chan struct{}
 }
 
@@ -270,7 +270,7 @@ func (ds *debts) forgive(key string, limit redlimit.Limit, n int64) {
 }
 
 // forget drops what is owed for the state of key and limit (a Reset of
-// it), but a charge being sent, which settles as it would have.
+// it), but a charge being sent, which is recorded as it would have been.
 func (ds *debts) forget(key string, limit redlimit.Limit) {
 	k := limit.StateID(key)
 	sh := ds.shard(key)
@@ -322,7 +322,7 @@ type stateCharge struct {
 
 // takeFor takes the states of reqs that owe something and no charge of
 // which is being sent, and returns them with a channel for each state of
-// reqs a charge of which is being sent, closed when it has been settled.
+// reqs a charge of which is being sent, closed when it is recorded.
 func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) ([]stateCharge, []chan struct{}) {
 	var out []stateCharge
 	var waits []chan struct{}
@@ -415,9 +415,9 @@ const (
 	inDoubt                  // sent, outcome unknown
 )
 
-// settle records what became of j's charges (doubt's and fresh's
-// outcomes) and makes its state free to be charged again.
-func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats) {
+// record notes what became of j's charges (doubt's and fresh's)
+// and makes its state free to be charged again.
+func (ds *debts) record(j stateCharge, doubt, fresh outcome, st *reconcileStats) {
 	sh := ds.shard(j.id.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -554,14 +554,14 @@ func (l *Limiter) send(ctx context.Context, j stateCharge) error {
 	if err == nil && j.fresh != nil {
 		fresh, err = l.charge(ctx, j.fresh)
 	}
-	l.rec.debts.settle(j, doubt, fresh, &l.rec.stats)
+	l.rec.debts.record(j, doubt, fresh, &l.rec.stats)
 	return err
 }
 
 // unsent gives back charges taken and not sent.
 func (l *Limiter) unsent(charges []stateCharge) {
 	for _, j := range charges {
-		l.rec.debts.settle(j, unsent, unsent, &l.rec.stats)
+		l.rec.debts.record(j, unsent, unsent, &l.rec.stats)
 	}
 }
 
@@ -664,7 +664,7 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		}
 		// A batch, taken one state at a time: a state taken is busy,
 		// and holds the calls that decide it, until its charge is
-		// settled (see decideOwed).
+		// recorded (see decideOwed).
 		wait := l.rec.spread / 50
 		for range redlimit.MaxRequests {
 			taken := l.rec.debts.take(1, from, l.now(), l.rec.once != nil, &l.rec.stats)
