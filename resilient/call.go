@@ -23,7 +23,7 @@ var errNoTime = errors.New("resilient: too little time left by the caller")
 
 // errHeld marks a store call whose budget ended while it waited for a
 // charge of its state that another call was sending (see decideOwed): the
-// policy answers, and the breaker ignores it (that charge's own outcome
+// policy answers, and the breaker ignores it (that charge's own status
 // is counted by the call that sent it).
 var errHeld = errors.New("resilient: held behind a charge of the state")
 
@@ -215,7 +215,7 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 }
 
 // probe makes the call c as the half-open breaker's probe: the store gets
-// probeTimeout whatever the caller's deadline, and the outcome goes to
+// probeTimeout whatever the caller's deadline, and its result goes to
 // the breaker (done) when the call ends, or at probeTimeout. The caller
 // waits for it within its budget only, and the failure policy answers
 // after that. So callers with deadlines shorter than the store's timeout

@@ -21,7 +21,7 @@ import (
 // flaky is a redisstore.Store whose calls fail as its test says: a key's
 // calls fail while the key is down (every key, or some: a Cluster master's
 // keys), and a charge (DebitOnce) may lose its reply after Redis counted
-// it (a timeout: outcome unknown).
+// it (a timeout: not known to be counted).
 type flaky struct {
 	*redisstore.Store
 	mu       sync.Mutex
@@ -200,7 +200,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					decided[outcome(r.Allowed, r.Source)]++
+					decided[decisionKey(r.Allowed, r.Source)]++
 					if r.Allowed {
 						net[k] += n
 						if probe && r.Source == redlimit.FromStore {
@@ -216,7 +216,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					decided[outcome(g.Results[0].Allowed, g.Results[0].Source)]++
+					decided[decisionKey(g.Results[0].Allowed, g.Results[0].Source)]++
 					if probe && g.Allowed && g.Results[0].Source == redlimit.FromStore {
 						probed[k] += n
 					}
@@ -270,7 +270,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 	}
 }
 
-// checkObserved checks that rec was told the decisions of want (outcome
+// checkObserved checks that rec was told the decisions of want (decision
 // counts) and breaker changes that chain from closed.
 func checkObserved(t *testing.T, rec *recorder, want map[string]int) {
 	t.Helper()

@@ -24,7 +24,7 @@ type chargeCall struct {
 }
 
 // firstChargeFails is a Redis store whose first charge (a debit, with or
-// without an id) fails with an unknown outcome: with paused set, it is sent
+// without an id) fails, not known to be counted: with paused set, it is sent
 // to the Redis paused until the call has timed out, which counts it when it
 // resumes (the reply is lost), unless the call timed out before its
 // command was written (ran says whether Redis counted it); otherwise it
@@ -115,7 +115,7 @@ func (s *firstChargeFails) charges() []chargeCall {
 	return append([]chargeCall(nil), s.calls...)
 }
 
-// TestReconcileRetriesAChargeInDoubt: a charge whose outcome is unknown is
+// TestReconcileRetriesAChargeInDoubt: a charge not known to be counted is
 // sent again with its id once the store answers, and Redis counts it once,
 // whether the first try ran (Redis was frozen past the call's timeout and
 // counted it on resuming: the retry is a no-op) or never reached it.

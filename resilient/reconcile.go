@@ -30,7 +30,7 @@ import (
 //     a state wait while a charge of it is being sent (by another call,
 //     or the background), within their budget (one whose budget ends
 //     first gets the failure policy's answer, and the breaker ignores it:
-//     the charge's own outcome is counted by the call that sent it), then
+//     the charge's own status is counted by the call that sent it), then
 //     charge what is owed still or are decided: the store never decides for
 //     this node without what it owes, but for the one decision above and
 //     the breaker's probe, which charges nothing (the store it tries may
@@ -52,7 +52,7 @@ import (
 // sent, and new local units of the state are owed apart. A charge that the
 // store says did not run (see notApplier: Redis refused it, or could not be
 // reached), or that was not sent, is owed again, its id dropped. A charge
-// whose outcome is unknown (a timeout, a reply lost with its connection) is
+// not known to be counted (a timeout, a reply lost with its connection) is
 // counted as unconfirmed and, if the store counts a debit at most once per
 // id (onceDebiter: redisstore.Store), kept with its id, in doubt, and sent
 // again with it, before any newer units of the state, until it is
@@ -108,7 +108,7 @@ type reconciler struct {
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
-// id, so that a charge whose outcome is unknown can be sent again with its
+// id, so that a charge not known to be counted can be sent again with its
 // id (redisstore.Store is one). counted reports whether this call counted
 // it, rather than an earlier one with the id.
 type onceDebiter interface {
@@ -129,7 +129,7 @@ type debt struct {
 	units int64          // at most redlimit.MaxCost
 	last  int64          // when the last of units was counted
 	acc   accrual        // what of units the store would still hold
-	doubt *charge        // sent, outcome unknown: to be sent again with its id
+	doubt *charge        // sent, not known to be counted: to be sent again with its id
 	busy  bool           // a charge of the state is being sent
 	// wait, made by a call that waits for the charge being sent, is
 	// closed when its status is recorded.
@@ -144,7 +144,7 @@ type charge struct {
 	last  int64  // when its last unit was counted
 	at    int64  // when it was taken: its units are what was due then
 	id    string // its idempotency id; "" for a store without DebitOnce
-	again bool   // sent before, with an unknown outcome
+	again bool   // sent before, not known to be counted
 }
 
 // doubtBytes is what a charge in doubt is counted for in the debts' bytes.
@@ -176,8 +176,8 @@ type reconcileStats struct {
 type Reconciliation struct {
 	Pending int   // states whose units wait to be charged, are in doubt, or are being charged
 	Charged int64 // units of charges the store confirmed (after a retry included)
-	// Unconfirmed counts the units of every try of a charge whose outcome
-	// is unknown (a timeout, a reply lost with its connection): a charge
+	// Unconfirmed counts the units of every try of a charge not known to
+	// be counted (a timeout, a reply lost with its connection): a charge
 	// that failed twice counts twice. With a store that counts a debit at
 	// most once per id (redisstore.Store) they are sent again; see
 	// Recovered. With another store they are not, and may or may not have
@@ -406,18 +406,18 @@ func (ds *debts) takeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt, now
 	return j, true
 }
 
-// outcome is what became of a charge.
-type outcome int
+// chargeStatus is what became of a charge.
+type chargeStatus int
 
 const (
-	unsent    outcome = iota // not sent, or the store says it did not run
-	confirmed                // the store counted it (or had, under its id)
-	inDoubt                  // sent, outcome unknown
+	unsent    chargeStatus = iota // not sent, or the store says it did not run
+	confirmed                     // the store counted it (or had, under its id)
+	inDoubt                       // sent, not known to be counted
 )
 
 // record notes what became of j's charges (doubt's and fresh's)
 // and makes its state free to be charged again.
-func (ds *debts) record(j stateCharge, doubt, fresh outcome, st *reconcileStats) {
+func (ds *debts) record(j stateCharge, doubt, fresh chargeStatus, st *reconcileStats) {
 	sh := ds.shard(j.id.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -431,7 +431,7 @@ func (ds *debts) record(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 		d.wait = nil
 	}
 	if j.doubt != nil && doubt != confirmed {
-		// Sent before with an unknown outcome: only its id may be sent.
+		// Sent before, not known to be counted: only its id may be sent.
 		d.doubt = j.doubt
 	}
 	if c := j.fresh; c != nil {
@@ -567,12 +567,12 @@ func (l *Limiter) unsent(charges []stateCharge) {
 
 // charge sends c to the store in a call of its own, with Options.Timeout
 // whatever the caller's deadline (a charge cut off by a caller that gave
-// up would be in doubt), counts its outcome and returns it with the
+// up would be in doubt), counts its status and returns it with the
 // store's error. One state is one script call, which the store may tell
 // did not run. A charge of several states in one call would make a
 // failure of one slot's master (a Cluster failover) leave every state of
 // the call in doubt.
-func (l *Limiter) charge(ctx context.Context, c *charge) (outcome, error) {
+func (l *Limiter) charge(ctx context.Context, c *charge) (chargeStatus, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	req := redlimit.Request{Key: c.key, Limit: c.limit, Cost: c.units, Debit: true}
@@ -603,9 +603,9 @@ func (l *Limiter) charge(ctx context.Context, c *charge) (outcome, error) {
 	}
 	l.rec.stats.unconfirmed.Add(c.units)
 	if c.id == "" {
-		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, not retried", "units", c.units, "err", err)
+		l.log.Warn("redlimit: charging what was counted locally failed, not known to be counted, not retried", "units", c.units, "err", err)
 	} else {
-		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, to be retried with its id", "units", c.units, "err", err)
+		l.log.Warn("redlimit: charging what was counted locally failed, not known to be counted, to be retried with its id", "units", c.units, "err", err)
 	}
 	return inDoubt, err
 }

@@ -395,7 +395,7 @@ func TestReconcileIsBounded(t *testing.T) {
 	}
 	backOnStore(t, l)
 	waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 })
-	// Every state held charged, once (a try whose outcome was lost on a
+	// Every state held charged, once (a try whose reply was lost on a
 	// loaded machine is sent again with its id, and counted in Charged
 	// once it is confirmed).
 	if got := l.Reconciliation(); got.Charged != int64(rc.Pending) || got.Pending != 0 || got.Dropped != rc.Dropped {
