@@ -31,7 +31,7 @@ type Collector struct {
 	state     atomic.Int32 // index in breakerStates
 	limiter   atomic.Pointer[resilient.Limiter]
 
-	stateDesc, pendingDesc, unitsDesc *prometheus.Desc
+	stateDesc, owedDesc, unitsDesc *prometheus.Desc
 }
 
 var (
@@ -70,10 +70,10 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		}, []string{"from", "to"}),
 		stateDesc: prometheus.NewDesc("redlimit_breaker_state",
 			"1 for the circuit breaker's current state.", []string{"state"}, labels),
-		pendingDesc: prometheus.NewDesc("redlimit_reconcile_pending",
+		owedDesc: prometheus.NewDesc("redlimit_reconcile_pending",
 			"States whose units counted locally during an outage wait to be charged to the store.", nil, labels),
 		unitsDesc: prometheus.NewDesc("redlimit_reconcile_units_total",
-			"Units counted locally during an outage, by what became of them: charged (the store confirmed), unconfirmed (a try whose outcome is unknown), dropped (not recorded: the bound was reached), expired (not charged: their period passed).",
+			"Units counted locally during an outage, by what became of them: charged (the store confirmed), unconfirmed (a try not known to be counted), dropped (not recorded: the bound was reached), expired (not charged: their period passed).",
 			[]string{"result"}, labels),
 	}
 	for outcome := range c.decisions {
@@ -127,7 +127,7 @@ func (c *Collector) BreakerChanged(from, to string, _ error) {
 // scrape.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.stateDesc
-	ch <- c.pendingDesc
+	ch <- c.owedDesc
 	ch <- c.unitsDesc
 }
 
@@ -148,7 +148,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	r := l.Reconciliation()
-	ch <- prometheus.MustNewConstMetric(c.pendingDesc, prometheus.GaugeValue, float64(r.Pending))
+	ch <- prometheus.MustNewConstMetric(c.owedDesc, prometheus.GaugeValue, float64(r.Owed))
 	for _, u := range []struct {
 		result string
 		units  int64

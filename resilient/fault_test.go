@@ -123,7 +123,7 @@ func waitReconciled(t *testing.T, nodes []*resilient.Limiter) (charged, unconfir
 	// return; each batch is quick.
 	if !waitFor(resilient.DefaultReconcileSpread+5*time.Second, func() bool {
 		for _, l := range nodes {
-			if l.Reconciliation().Pending > 0 {
+			if l.Reconciliation().Owed > 0 {
 				return false
 			}
 		}
@@ -134,7 +134,7 @@ func waitReconciled(t *testing.T, nodes []*resilient.Limiter) (charged, unconfir
 	var sum resilient.Reconciliation
 	for _, l := range nodes {
 		rc := l.Reconciliation()
-		sum.Pending += rc.Pending
+		sum.Owed += rc.Owed
 		sum.Charged += rc.Charged
 		sum.Unconfirmed += rc.Unconfirmed
 		sum.Recovered += rc.Recovered

@@ -249,7 +249,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 			for _, k := range keys {
 				l.Peek(ctx, k, lim, 1) // charges what k owes, in doubt included
 			}
-			if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Pending == 0 }) {
+			if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Owed == 0 }) {
 				t.Fatalf("still owed: %+v", l.Reconciliation())
 			}
 			for _, k := range keys {
@@ -390,7 +390,7 @@ func TestRandomOutagesAtTheRate(t *testing.T) {
 			evs = append(evs, s.run(t, key, lim, from-back+2*lim.Period, lim.Period/time.Duration(lim.Count))...)
 			if !waitFor(10*time.Second, func() bool {
 				for _, l := range s.nodes {
-					if l.Reconciliation().Pending != 0 {
+					if l.Reconciliation().Owed != 0 {
 						return false
 					}
 				}

@@ -174,7 +174,7 @@ type reconcileStats struct {
 // for what it counted by itself while the store failed, and what became of
 // it (see ReconcileOptions).
 type Reconciliation struct {
-	Pending int   // states whose units wait to be charged, are in doubt, or are being charged
+	Owed    int   // states with a debt: units to charge, in doubt, or being charged
 	Charged int64 // units of charges the store confirmed (after a retry included)
 	// Unconfirmed counts the units of every try of a charge not known to
 	// be counted (a timeout, a reply lost with its connection): a charge
@@ -203,7 +203,7 @@ func (l *Limiter) Reconciliation() Reconciliation {
 		return Reconciliation{}
 	}
 	return Reconciliation{
-		Pending:     int(l.rec.debts.n.Load()),
+		Owed:        int(l.rec.debts.n.Load()),
 		Charged:     l.rec.stats.charged.Load(),
 		Unconfirmed: l.rec.stats.unconfirmed.Load(),
 		Recovered:   l.rec.stats.recovered.Load(),

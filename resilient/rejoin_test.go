@@ -96,7 +96,7 @@ func TestRejoinKeepsNodesWithinTheirShares(t *testing.T) {
 			}
 			downA.Store(false)
 			backOnStore(t, a)
-			if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Pending == 0 }) {
+			if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Owed == 0 }) {
 				t.Fatalf("A never charged its 10: %+v", a.Reconciliation())
 			}
 			admitted, fromStore := 0, 0
@@ -154,7 +154,7 @@ func TestRejoinShareStandsWhenTheStoreFails(t *testing.T) {
 	// All 50 were owed, and are charged once the store is back.
 	down.Store(false)
 	backOnStore(t, a)
-	if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Pending == 0 }) {
+	if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Owed == 0 }) {
 		t.Fatalf("still owed: %+v", a.Reconciliation())
 	}
 	if rc := a.Reconciliation(); rc.Charged != 50 {
