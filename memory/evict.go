@@ -88,9 +88,9 @@ func take(c *atomic.Int64, n, bound int64) bool {
 	}
 }
 
-// settle gives back what a committed decision reserved and did not use:
+// trueUp gives back what a committed decision claimed and did not use:
 // need.bytes is an upper bound of grown.
-func (s *Store) settle(need room, grown int64) {
+func (s *Store) trueUp(need room, grown int64) {
 	if grown != need.bytes {
 		s.bytes.Add(grown - need.bytes)
 	}

@@ -337,7 +337,7 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 		need.addEntry(e, &p, now, n, false)
 		need.addSlot(sl)
 		if s.reserve(need) {
-			s.settle(need, s.put(sl, e, &p, now, n, w, false))
+			s.trueUp(need, s.put(sl, e, &p, now, n, w, false))
 			s.unlock(sl)
 			return nil
 		}
@@ -586,7 +586,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 			grown += made
 		}
 	}
-	s.settle(need, grown)
+	s.trueUp(need, grown)
 	// A debit that did not fit answers for the key as it now is, in debt.
 	for i, r := range a.reqs {
 		if r.Debit && (unfit&^refused)&(1<<i) != 0 {
