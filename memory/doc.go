@@ -50,7 +50,7 @@
 // Two bounds hold the store: [WithMaxKeys] on states (default
 // [DefaultMaxKeys]) and [WithMaxBytes] on their estimated memory, keys and
 // sliding logs' buffers included (default [DefaultMaxBytes]). A decision
-// reserves the room it needs before it commits, so the store never holds
+// claims the room it needs before it commits, so the store never holds
 // more than either bound, but for debits (below). When a decision would
 // make a state, or grow a sliding log's buffer, beyond a bound, the store
 // evicts: it samples up to 64 keys at random, eight at a time, and removes

@@ -52,13 +52,13 @@ func (r *room) addSlot(sl *slot) {
 	}
 }
 
-// reserve takes need from the store's bounds and reports whether it fit.
-// A decision reserves before it commits, so the store never holds more
+// claim takes need from the store's bounds and reports whether it fit.
+// A decision claims before it commits, so the store never holds more
 // than its bounds (as estimated), whatever the concurrency.
-func (s *Store) reserve(need room) bool { return s.reserveWithin(need, s.max, s.maxBytes) }
+func (s *Store) claim(need room) bool { return s.claimWithin(need, s.max, s.maxBytes) }
 
-// reserveWithin is reserve within the bounds of states and bytes given.
-func (s *Store) reserveWithin(need room, states, bytes int64) bool {
+// claimWithin is claim within the bounds of states and bytes given.
+func (s *Store) claimWithin(need room, states, bytes int64) bool {
 	if need.states > 0 && !take(&s.n, need.states, states) {
 		return false
 	}
@@ -96,7 +96,7 @@ func (s *Store) trueUp(need room, grown int64) {
 	}
 }
 
-// fits reports whether the store has room for need now, as reserve would
+// fits reports whether the store has room for need now, as claim would
 // find it: a need of nothing fits a store that debits took beyond a bound.
 func (s *Store) fits(need room) bool {
 	return (need.states <= 0 || s.n.Load()+need.states <= s.max) && (need.bytes <= 0 || s.bytes.Load()+need.bytes <= s.maxBytes)

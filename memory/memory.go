@@ -35,8 +35,8 @@ const (
 type Store struct {
 	keys      sync.Map     // string → *slot
 	sample    sampler      // the slots that hold states, for eviction
-	n         atomic.Int64 // states held or reserved
-	bytes     atomic.Int64 // their estimated size (size.go), held or reserved
+	n         atomic.Int64 // states held or claimed
+	bytes     atomic.Int64 // their estimated size (size.go), held or claimed
 	refused   atomic.Uint64
 	ids       atomic.Uint64 // the last entry's id
 	max       int64
@@ -336,7 +336,7 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 		var need room
 		need.addEntry(e, &p, now, n, false)
 		need.addSlot(sl)
-		if s.reserve(need) {
+		if s.claim(need) {
 			s.trueUp(need, s.put(sl, e, &p, now, n, w, false))
 			s.unlock(sl)
 			return nil
@@ -542,7 +542,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 		}
 	}
 	need := a.room(now)
-	if !s.reserve(need) {
+	if !s.claim(need) {
 		if !final {
 			return need, now, false, nil
 		}
@@ -566,7 +566,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 			}
 		}
 		need = a.room(now)
-		if !s.reserveWithin(need, s.overMax, s.overBytes) {
+		if !s.claimWithin(need, s.overMax, s.overBytes) {
 			return need, now, true, ErrFull
 		}
 		if refused != 0 {

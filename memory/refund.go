@@ -26,7 +26,7 @@ type wrote struct {
 // record returns what Refund needs of a request an Admit counted in e at
 // now, whose commit gave e the expiry mark, and the bytes it added to e. A
 // token bucket's admission gives the bucket a refundable record if it has
-// none (the room for it was reserved: sizeAfter).
+// none (the room for it was claimed: sizeAfter).
 func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
 	w := wrote{id: e.id, mark: mark}
 	var made int64
