@@ -461,7 +461,7 @@ func (s *Store) allowAll(ctx context.Context, reqs []redlimit.Request, wrote []w
 		reqs:  reqs,
 		slots: make(map[string]*slot, len(keys)),
 		ps:    make([]params, len(reqs)),
-		ws:    make([]pending, len(reqs)),
+		ws:    make([]update, len(reqs)),
 		units: make([]int64, len(reqs)),
 		d:     redlimit.Decision{Results: make([]redlimit.Result, len(reqs))},
 		wrote: wrote,
@@ -494,7 +494,7 @@ type all struct {
 	reqs  []redlimit.Request
 	slots map[string]*slot
 	ps    []params
-	ws    []pending
+	ws    []update
 	units []int64 // what each request counts; 0: nothing to write
 	d     redlimit.Decision
 	wrote []wrote // nil unless recording for Admit
@@ -537,7 +537,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 		case a.d.Results[i].Allowed:
 			a.units[i] = r.Cost
 		default:
-			a.ws[i], a.units[i] = charge(a.entry(i), &a.ps[i], now, r.Cost)
+			a.ws[i], a.units[i] = debitUpdate(a.entry(i), &a.ps[i], now, r.Cost)
 			cutBucket(a.entry(i), &a.ps[i], now, r.Cost)
 		}
 	}
@@ -616,10 +616,10 @@ func (a *all) room(now int64) room {
 	return need
 }
 
-// put commits a check, or a debit's charge, to e in sl, or to a new entry
+// put commits a check's update, or a debit's, to e in sl, or to a new entry
 // if e is nil, and returns how many bytes that added to the store. A
 // debit's commit may merge a sliding log's entries (ring.merge).
-func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w pending, debit bool) int64 {
+func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w update, debit bool) int64 {
 	var grown int64
 	if e == nil {
 		if sl.head == nil {

@@ -83,7 +83,7 @@ const maxGiven = 1 << 52
 
 // cutBucket starts a new epoch of e's refundable record, if it has one,
 // when a debit of n at now that does not fit reaches the debt bound
-// (charge): it then writes a TAT that a smaller cost before it would not
+// (debitUpdate): it then writes a TAT that a smaller cost before it would not
 // have changed, or none.
 func cutBucket(e *entry, p *params, now, n int64) {
 	if p.alg != redlimit.TokenBucket || e == nil || e.bucket.rec == nil {
