@@ -92,7 +92,7 @@ type batcher struct {
 	inflight  int // calls in flight or about to be sent: 0, 1 or 2
 	flying    int // the decisions in those calls
 	returning int // decisions answered that may come back: their callers' next decisions (see early)
-	queue     []*pending
+	queue     []*entry
 	waiting   int // the decisions in queue not cancelled
 }
 
@@ -107,9 +107,9 @@ func (b *batcher) early() bool {
 	return b.waiting >= b.flying+b.returning
 }
 
-// pending is one decision waiting for a batch: of one limit (AllowN, Peek)
+// entry is one decision waiting for a batch: of one limit (AllowN, Peek)
 // or of several (AllowAll, one hash tag).
-type pending struct {
+type entry struct {
 	ctx   context.Context
 	op    string           // opAllow or opPeek; opAllow for several limits
 	req   redlimit.Request // one limit
@@ -120,31 +120,31 @@ type pending struct {
 	state int           // queued, sent or cancelled; under the batcher's mu
 	out   outcome       // the answer, filled by the call that decides it
 	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
-	// pooled: from pendings (newPendingOne), given back by decide once
+	// pooled: from entryPool (newEntryOne), given back by decide once
 	// its caller has the answer and nothing holds it any more.
 	pooled bool
 }
 
-// pendings keeps single-limit pendings, with their done channels, between
+// entryPool keeps single-limit entries, with their done channels, between
 // decisions: two allocations a decision fewer.
-var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
+var entryPool = sync.Pool{New: func() any { return &entry{done: make(chan struct{}, 1)} }}
 
 // answered returns p's outcome, once its call has sent on done (which it
-// does last: the call is done with p), and gives p back to pendings.
-func (p *pending) answered() outcome {
+// does last: the call is done with p), and gives p back to entryPool.
+func (p *entry) answered() outcome {
 	o := p.out
 	release(p)
 	return o
 }
 
-// release gives p back to pendings if it came from there. Only once no
+// release gives p back to entryPool if it came from there. Only once no
 // one holds p: its caller has the answer from done (or decided it itself)
 // and it is in no queue and no call.
-func release(p *pending) {
+func release(p *entry) {
 	if p.pooled {
 		done := p.done
-		*p = pending{done: done}
-		pendings.Put(p)
+		*p = entry{done: done}
+		entryPool.Put(p)
 	}
 }
 
@@ -164,7 +164,7 @@ type outcome struct {
 }
 
 // size is roughly what p adds to a batch call, in bytes.
-func (p *pending) size() int {
+func (p *entry) size() int {
 	if p.reqs == nil {
 		return len(p.key) + 48
 	}
@@ -176,20 +176,20 @@ func (p *pending) size() int {
 }
 
 // limits is how many limits p decides.
-func (p *pending) limits() int {
+func (p *entry) limits() int {
 	if p.reqs == nil {
 		return 1
 	}
 	return len(p.reqs)
 }
 
-// newPending returns the pending decision of op on reqs (AllowAll's,
+// newEntry returns the entry of the decision of op on reqs (AllowAll's,
 // opAllow, when several or a debit), whose Redis keys share one slot.
-func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Request) *pending {
+func (s *Store) newEntry(ctx context.Context, op string, reqs []redlimit.Request) *entry {
 	if len(reqs) == 1 && !reqs[0].Debit {
-		return s.newPendingOne(ctx, op, reqs[0])
+		return s.newEntryOne(ctx, op, reqs[0])
 	}
-	p := &pending{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
+	p := &entry{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
 	for i, r := range reqs {
 		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
@@ -200,12 +200,12 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 	return p
 }
 
-// newPendingOne is newPending of the one request r, not a debit, as AllowN
+// newEntryOne is newEntry of the one request r, not a debit, as AllowN
 // and Peek make it: with no slice of one request to allocate, and from
-// pendings, to which batcher.decide gives it back once answered.
-func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
-	p := pendings.Get().(*pending)
-	*p = pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
+// entryPool, to which batcher.decide gives it back once answered.
+func (s *Store) newEntryOne(ctx context.Context, op string, r redlimit.Request) *entry {
+	p := entryPool.Get().(*entry)
+	*p = entry{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
 	if s.batches.slots != nil || s.batches.nodes != nil {
 		p.slot = keySlot(p.key)
 	}
@@ -214,7 +214,7 @@ func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request
 
 // decide decides p through b and returns its outcome, by the end of p's
 // context whatever the client library does.
-func (b *batcher) decide(p *pending) outcome {
+func (b *batcher) decide(p *entry) outcome {
 	ctx := p.ctx
 	b.mu.Lock()
 	b.returning = max(b.returning-1, 0)
@@ -236,7 +236,7 @@ func (b *batcher) decide(p *pending) outcome {
 	} else {
 		b.queue = append(b.queue, p)
 		b.waiting++
-		var early []*pending
+		var early []*entry
 		if b.inflight == 1 && b.early() {
 			early = b.takeLocked(nil)
 			b.inflight++
@@ -286,7 +286,7 @@ func (b *batcher) decide(p *pending) outcome {
 // amortized O(1). b.mu is held.
 func (b *batcher) dropCancelledLocked() {
 	if len(b.queue) > 2*b.waiting {
-		b.queue = slices.DeleteFunc(b.queue, func(p *pending) bool { return p.state == cancelled })
+		b.queue = slices.DeleteFunc(b.queue, func(p *entry) bool { return p.state == cancelled })
 	}
 }
 
@@ -308,8 +308,8 @@ const maxRunners = 16
 // not nil, then batch, then every batch that queues meanwhile.
 type batchRun struct {
 	b     *batcher
-	alone *pending
-	batch []*pending
+	alone *entry
+	batch []*entry
 }
 
 func (r batchRun) run() {
@@ -340,10 +340,10 @@ func (b *batcher) answeredLocked(n int) {
 // the caller to send, reusing buf; or nil, the call's place in flight
 // given up, when nothing waits, or too little to go beside another call in
 // flight (see batcher).
-func (b *batcher) take(buf []*pending, answered int) []*pending {
+func (b *batcher) take(buf []*entry, answered int) []*entry {
 	b.mu.Lock()
 	b.answeredLocked(answered)
-	var batch []*pending
+	var batch []*entry
 	if b.inflight == 1 || b.early() {
 		batch = b.takeLocked(buf)
 	}
@@ -358,7 +358,7 @@ func (b *batcher) take(buf []*pending, answered int) []*pending {
 
 // takeLocked returns the next batch from the queue, in arrival order,
 // within the caps, reusing buf; or nil when nothing waits. b.mu is held.
-func (b *batcher) takeLocked(buf []*pending) []*pending {
+func (b *batcher) takeLocked(buf []*entry) []*entry {
 	batch := buf[:0]
 	bytes, limits := 0, 0
 	i := 0
@@ -387,7 +387,7 @@ func (b *batcher) takeLocked(buf []*pending) []*pending {
 
 // run sends batch, then every batch that queues meanwhile, until the queue
 // is empty.
-func (b *batcher) run(batch []*pending) {
+func (b *batcher) run(batch []*entry) {
 	for batch != nil {
 		b.send(batch)
 		clear(batch)
@@ -400,7 +400,7 @@ func (b *batcher) run(batch []*pending) {
 // answer, or its call's error. The call's context is cancelled by no
 // caller (a caller that gives up must not lose the others' decisions); it
 // has the latest of the callers' deadlines, if each has one.
-func (b *batcher) send(batch []*pending) {
+func (b *batcher) send(batch []*entry) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	var latest time.Time
 	for _, p := range batch {
@@ -439,8 +439,8 @@ func (b *batcher) send(batch []*pending) {
 // for all of them (lua/batch.lua): decisions on different keys commute at
 // one instant. A decision of several limits stays where it is, and so
 // does every decision relative to it.
-func sortRuns(batch []*pending) {
-	byKey := func(x, y *pending) int { return strings.Compare(x.key, y.key) }
+func sortRuns(batch []*entry) {
+	byKey := func(x, y *entry) int { return strings.Compare(x.key, y.key) }
 	from := 0
 	for i, p := range batch {
 		if p.reqs != nil {
@@ -452,8 +452,8 @@ func sortRuns(batch []*pending) {
 }
 
 // decideAlone decides p alone, a batch of one, at the time at (ARGV[2]).
-func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome {
-	one := [1]*pending{p}
+func (s *Store) decideAlone(ctx context.Context, p *entry, at string) outcome {
+	one := [1]*entry{p}
 	if err := s.decideBatch(ctx, one[:], at, ""); err != nil {
 		return outcome{err: err}
 	}
@@ -468,9 +468,9 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 // flag (see pernode.go). The error is the call's, or ErrBadReply for a
 // reply that is not one for this batch (which may have filled some outs:
 // the caller gives each the error, setErr).
-func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
+func (s *Store) decideBatch(ctx context.Context, batch []*entry, at, node string) error {
 	w := s.newWire()
-	w.pendings(batch)
+	w.addEntries(batch)
 	keys, args := w.args(at, s.margin, node != "")
 	var v []int64
 	var err error
@@ -492,8 +492,8 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 	return nil
 }
 
-// pendings adds the decisions of batch to w, in order.
-func (w *wire) pendings(batch []*pending) {
+// addEntries adds the decisions of batch to w, in order.
+func (w *wire) addEntries(batch []*entry) {
 	for _, p := range batch {
 		switch {
 		case p.reqs != nil:
@@ -509,7 +509,7 @@ func (w *wire) pendings(batch []*pending) {
 // batchReply fills the outs of batch, sent as w, from the batch script's
 // reply v, and reports whether v was such a reply, each value where it is
 // expected, and no more.
-func batchReply(batch []*pending, w *wire, v []int64) bool {
+func batchReply(batch []*entry, w *wire, v []int64) bool {
 	r, ok := readReply(v)
 	if !ok {
 		return false

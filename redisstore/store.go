@@ -167,16 +167,16 @@ func (s *Store) decideOne(ctx context.Context, op, key string, limit redlimit.Li
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
-	p := s.newPendingOne(ctx, op, redlimit.Request{Key: key, Limit: limit, Cost: n})
-	o := s.decidePending(p)
+	p := s.newEntryOne(ctx, op, redlimit.Request{Key: key, Limit: limit, Cost: n})
+	o := s.decideEntry(p)
 	return o.res, o.err
 }
 
-// decidePending decides p: in a batch unless batching is off (see
+// decideEntry decides p: in a batch unless batching is off (see
 // [WithBatching]), or through the batch script alone (a test hook).
-func (s *Store) decidePending(p *pending) outcome {
+func (s *Store) decideEntry(p *entry) outcome {
 	if s.batchScriptAlways {
-		s.sendBatch(p.ctx, []*pending{p}, s.scriptTime(), s.batches.nodeOf(p.ctx, p.slot))
+		s.sendBatch(p.ctx, []*entry{p}, s.scriptTime(), s.batches.nodeOf(p.ctx, p.slot))
 		return p.out
 	}
 	if b := s.batches.of(p.slot); b != nil {
@@ -267,7 +267,7 @@ const (
 // was allowed, and the time (µs) the script decided at, from which a
 // refund of the group finds what the allows wrote.
 func (s *Store) decideGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result) (allowed bool, at int64, err error) {
-	o := s.decidePending(s.newPending(ctx, opAllow, reqs))
+	o := s.decideEntry(s.newEntry(ctx, opAllow, reqs))
 	if o.err != nil {
 		return false, 0, o.err
 	}
