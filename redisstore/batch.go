@@ -118,8 +118,8 @@ type entry struct {
 	keys  []string      // several limits (reqs not nil): their Redis keys, one hash tag
 	slot  int           // the Cluster slot of the keys
 	state int           // queued, sent or cancelled; under the batcher's mu
-	out   outcome       // the answer, filled by the call that decides it
-	done  chan struct{} // sent on once out is filled (a channel of outcomes would be two allocations)
+	out   entryReply       // the answer, filled by the call that decides it
+	done  chan struct{} // sent on once out is filled (a channel of replies would be two allocations)
 	// pooled: from entryPool (newEntryOne), given back by decide once
 	// its caller has the answer and nothing holds it any more.
 	pooled bool
@@ -129,9 +129,9 @@ type entry struct {
 // decisions: two allocations a decision fewer.
 var entryPool = sync.Pool{New: func() any { return &entry{done: make(chan struct{}, 1)} }}
 
-// answered returns p's outcome, once its call has sent on done (which it
+// answered returns p's reply, once its call has sent on done (which it
 // does last: the call is done with p), and gives p back to entryPool.
-func (p *entry) answered() outcome {
+func (p *entry) answered() entryReply {
 	o := p.out
 	release(p)
 	return o
@@ -154,9 +154,9 @@ const (
 	cancelled
 )
 
-// outcome is a decision's answer: res for one limit, results for several,
+// entryReply is a decision's answer: res for one limit, results for several,
 // at the time (µs) it was decided at; or the error of its call.
-type outcome struct {
+type entryReply struct {
 	res     redlimit.Result
 	results []redlimit.Result
 	at      int64
@@ -212,9 +212,9 @@ func (s *Store) newEntryOne(ctx context.Context, op string, r redlimit.Request) 
 	return p
 }
 
-// decide decides p through b and returns its outcome, by the end of p's
+// decide decides p through b and returns its reply, by the end of p's
 // context whatever the client library does.
-func (b *batcher) decide(p *entry) outcome {
+func (b *batcher) decide(p *entry) entryReply {
 	ctx := p.ctx
 	b.mu.Lock()
 	b.returning = max(b.returning-1, 0)
@@ -277,7 +277,7 @@ func (b *batcher) decide(p *entry) outcome {
 	// Sent and not answered yet: the batch goes on for the others, and
 	// this decision may or may not be applied, as a call of its own
 	// cancelled in flight.
-	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
+	return entryReply{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
 }
 
 // dropCancelledLocked takes the given-up decisions out of the queue once
@@ -452,10 +452,10 @@ func sortRuns(batch []*entry) {
 }
 
 // decideAlone decides p alone, a batch of one, at the time at (ARGV[2]).
-func (s *Store) decideAlone(ctx context.Context, p *entry, at string) outcome {
+func (s *Store) decideAlone(ctx context.Context, p *entry, at string) entryReply {
 	one := [1]*entry{p}
 	if err := s.decideBatch(ctx, one[:], at, ""); err != nil {
-		return outcome{err: err}
+		return entryReply{err: err}
 	}
 	return p.out
 }
@@ -523,7 +523,7 @@ func batchReply(batch []*entry, w *wire, v []int64) bool {
 		if f := r.next(); f != 0 {
 			err := keyStateError(p.op, f)
 			for _, q := range batch[i : i+m] {
-				q.out = outcome{at: r.now, err: err}
+				q.out = entryReply{at: r.now, err: err}
 			}
 			i += m
 			continue
@@ -533,7 +533,7 @@ func batchReply(batch []*entry, w *wire, v []int64) bool {
 			if x == nil {
 				return false
 			}
-			p.out = outcome{at: r.now, results: make([]redlimit.Result, len(p.reqs))}
+			p.out = entryReply{at: r.now, results: make([]redlimit.Result, len(p.reqs))}
 			for j, q := range p.reqs {
 				p.out.results[j] = result(q, x[4*j:4*j+4])
 			}
@@ -542,7 +542,7 @@ func batchReply(batch []*entry, w *wire, v []int64) bool {
 		}
 		run, now := batch[i:i+m], r.now
 		r.decisions(m, func(j int, allowed bool, rem, retry, reset int64) {
-			run[j].out = outcome{at: now, res: resultOf(run[j].req, allowed, rem, retry, reset)}
+			run[j].out = entryReply{at: now, res: resultOf(run[j].req, allowed, rem, retry, reset)}
 		})
 		i += m
 	}

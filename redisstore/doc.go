@@ -167,7 +167,7 @@
 // the cum encoding), so a log holds at most Count live entries.
 //
 // [Store.DebitOnce] counts a debit at most once per idempotency id, so a
-// debit whose call failed with an unknown outcome can be sent again
+// debit whose call failed, not known to have run, can be sent again
 // (lua/once.lua): the script that counts it also writes a marker key,
 //
 //	prefix{identifier}:alg:period:once:id

@@ -39,7 +39,7 @@ func onceTTL(l redlimit.Limit) time.Duration {
 // with the same hash tag, so in the same Cluster slot) are written by one
 // script call; the marker lives twice the limit's period, and at least a
 // minute (plus [WithTTLMargin]'s margin), and a call with its id in that
-// time counts nothing. A debit whose call failed with an unknown outcome
+// time counts nothing. A debit whose call failed, not known to have run
 // (a timeout, a reply lost with its connection) can thus be sent again
 // with its id, and is counted once.
 //

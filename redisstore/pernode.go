@@ -248,7 +248,7 @@ func setErr(batch []*entry, err error) {
 		return
 	}
 	for _, p := range batch {
-		p.out = outcome{err: err}
+		p.out = entryReply{err: err}
 	}
 }
 

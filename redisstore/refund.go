@@ -189,7 +189,7 @@ func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results
 //
 // A call that certainly did not run (Redis refused it, or no connection
 // could be made: see [Store.NotApplied]) is made again, up to four times
-// within ctx; one whose outcome is unknown (a timeout, a connection lost
+// within ctx; one not known to have run (a timeout, a connection lost
 // after it was sent) is not, since it may still run. Either way the Grant
 // is spent: a refund that failed leaves its requests' cost consumed (the
 // strict side; the paused node that runs the call later gives it back

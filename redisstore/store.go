@@ -174,7 +174,7 @@ func (s *Store) decideOne(ctx context.Context, op, key string, limit redlimit.Li
 
 // decideEntry decides p: in a batch unless batching is off (see
 // [WithBatching]), or through the batch script alone (a test hook).
-func (s *Store) decideEntry(p *entry) outcome {
+func (s *Store) decideEntry(p *entry) entryReply {
 	if s.batchScriptAlways {
 		s.sendBatch(p.ctx, []*entry{p}, s.scriptTime(), s.batches.nodeOf(p.ctx, p.slot))
 		return p.out
@@ -199,7 +199,7 @@ func (s *Store) decideEntry(p *entry) outcome {
 // denies and one fails, its error is returned. Unless every group allowed,
 // what the groups that allowed consumed is refunded: a refund that Redis
 // refused or that could not reach its node is made again (up to 4 attempts
-// within 1 s, with backoff); one whose outcome is unknown (a timeout, a
+// within 1 s, with backoff); one not known to have run (a timeout, a
 // connection lost after it was sent) is not, as it may have been applied.
 // A refund that failed for good goes to the handler set with
 // [WithRefundErrorHandler]; the limits it was for keep the cost until their
