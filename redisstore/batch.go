@@ -118,7 +118,7 @@ type entry struct {
 	keys  []string      // several limits (reqs not nil): their Redis keys, one hash tag
 	slot  int           // the Cluster slot of the keys
 	state int           // queued, sent or cancelled; under the batcher's mu
-	out   entryReply       // the answer, filled by the call that decides it
+	out   entryReply    // the answer, filled by the call that decides it
 	done  chan struct{} // sent on once out is filled (a channel of replies would be two allocations)
 	// pooled: from entryPool (newEntryOne), given back by decide once
 	// its caller has the answer and nothing holds it any more.
