@@ -28,7 +28,7 @@ import (
 //     charge is most likely confirmed), and one decision per state and
 //     node does not see the debt. Either way the node's other calls for
 //     a state wait while a charge of it is being sent (by another call,
-//     or the background), within their budget (one whose budget ends
+//     or the background), within their deadline (one whose deadline ends
 //     first gets the failure policy's answer, and the breaker ignores it:
 //     the charge's own status is counted by the call that sent it), then
 //     charge what is owed still or are decided: the store never decides for
@@ -487,9 +487,9 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 // first, holding none. It returns the first charge's error (the states
 // stay owed: the failure policy answers, as during an outage), ctx's
 // error if it ends while waiting (c.held then stays set: the breaker
-// ignores a call that ran out of budget behind another's charge), or an
-// error if a wait or charge ended after c.end, the end of the caller's
-// budget: the caller has had the failure policy's answer, and the store
+// ignores a call that ran out of time behind another's charge), or an
+// error if a wait or charge ended after c.end, the end of the call's
+// deadline: the caller has had the failure policy's answer, and the store
 // must not decide a request no one waits for.
 func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
 	for {
@@ -538,7 +538,7 @@ func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.R
 			c.held.Store(false)
 		}
 		if time.Now().After(c.end) {
-			return redlimit.Decision{}, fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)
+			return redlimit.Decision{}, fmt.Errorf("charged after the call's deadline: %w", context.DeadlineExceeded)
 		}
 	}
 }

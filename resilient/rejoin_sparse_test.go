@@ -146,7 +146,7 @@ func TestRejoinEndsUnderSparseTimeouts(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			// Held 1.5 Timeouts: the call held fails, the next one sent
-			// behind it has the rest of its budget.
+			// behind it has the rest of its deadline.
 			proxy := startHoldingProxy(t, srv.Addr(), time.Second, timeout*3/2)
 			var down atomic.Bool
 			opts := resilient.Options{
