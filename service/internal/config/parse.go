@@ -83,7 +83,7 @@ type parser struct {
 	defaultAlgorithm redlimit.Algorithm     // the file's default when it names none
 	failure          redlimit.FailurePolicy // the file's default
 	counting         Counting               // the file's default
-	nodesLeft           int                    // nodes left to visit before aliases count as a bomb
+	nodesLeft        int                    // nodes left to visit before aliases count as a bomb
 	nodes            int                    // nodes in the document, not following aliases
 
 	names         map[string]bool     // rule names defined in the file
