@@ -272,7 +272,7 @@ func TestReconcileChargeInDoubtExpires(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	if !waitFor(10*time.Second, func() bool { poke(l); return l.Reconciliation().Owed == 0 }) {
-		t.Fatalf("still pending: %+v", l.Reconciliation())
+		t.Fatalf("still owed: %+v", l.Reconciliation())
 	}
 	if rc, want := l.Reconciliation(), (resilient.Reconciliation{Unconfirmed: 30, Expired: 30}); rc != want {
 		t.Errorf("reconciliation: %+v, want %+v", rc, want)
