@@ -36,7 +36,7 @@ type breakerLog struct {
 	since   time.Time // when it opened
 	probes  int       // failed probes since it opened
 	last    time.Time // of the last line
-	due bool      // a line is due at last+1s
+	due     bool      // a line is due at last+1s
 }
 
 // changed is told each change of the breaker (resilient.Observer's
