@@ -64,7 +64,7 @@ func Debit(ctx context.Context, l Limiter, key string, limit Limit, n int64) (Re
 // StateID returns the identity of the state r draws on: r.Limit.StateID(r.Key).
 func (r Request) StateID() StateID { return r.Limit.StateID(r.Key) }
 
-// Decision is the outcome of [Limiter.AllowAll].
+// Decision is the answer of [Limiter.AllowAll].
 type Decision struct {
 	// Allowed reports whether every limit allowed the request (every debit
 	// fit); only then were the admissions consumed. Debits are consumed

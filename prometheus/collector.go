@@ -24,7 +24,7 @@ type Options struct {
 // Options.Observer, then call [Collector.Watch] with the Limiter for the
 // reconciliation's counts. A Collector is safe for concurrent use.
 type Collector struct {
-	decisions [2][redlimit.Undecided + 1]prometheus.Counter // by outcome (0 denied, 1 allowed) and source
+	decisions [2][redlimit.Undecided + 1]prometheus.Counter // by allowance (0 denied, 1 allowed) and source
 	storeTime prometheus.Histogram
 	storeErrs prometheus.Counter
 	changes   *prometheus.CounterVec
@@ -76,9 +76,9 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 			"Units counted locally during an outage, by what became of them: charged (the store confirmed), unconfirmed (a try not known to be counted), dropped (not recorded: the bound was reached), expired (not charged: their period passed).",
 			[]string{"result"}, labels),
 	}
-	for outcome := range c.decisions {
-		for src := range c.decisions[outcome] {
-			c.decisions[outcome][src] = decisions.WithLabelValues([...]string{"denied", "allowed"}[outcome], redlimit.Source(src).String())
+	for ok := range c.decisions {
+		for src := range c.decisions[ok] {
+			c.decisions[ok][src] = decisions.WithLabelValues([...]string{"denied", "allowed"}[ok], redlimit.Source(src).String())
 		}
 	}
 	c.changes.WithLabelValues("closed", "open") // visible from the start
@@ -96,12 +96,12 @@ func (c *Collector) Watch(l *resilient.Limiter) { c.limiter.Store(l) }
 
 // Decided implements [resilient.Observer].
 func (c *Collector) Decided(allowed bool, source redlimit.Source) {
-	outcome := 0
+	ok := 0
 	if allowed {
-		outcome = 1
+		ok = 1
 	}
-	if int(source) < len(c.decisions[outcome]) {
-		c.decisions[outcome][source].Inc()
+	if int(source) < len(c.decisions[ok]) {
+		c.decisions[ok][source].Inc()
 	}
 }
 
