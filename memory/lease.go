@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -34,6 +35,32 @@ func (s *Store) Renew(ctx context.Context, key string, c redlimit.Concurrency, i
 func (s *Store) Release(ctx context.Context, key string, c redlimit.Concurrency, id string) error {
 	_, err := s.lease(ctx, 'x', key, c, id)
 	return err
+}
+
+// HeldLease is a lease a Store holds: its key, its id and its time left.
+type HeldLease struct {
+	Key, ID string
+	Left    time.Duration
+}
+
+// Leases returns the leases the store holds, in no order.
+func (s *Store) Leases(ctx context.Context) ([]HeldLease, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	now := s.micros()
+	t := &s.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []HeldLease
+	for key, set := range t.keys {
+		for id, e := range set {
+			if e > now {
+				out = append(out, HeldLease{Key: key, ID: id, Left: us(e - now)})
+			}
+		}
+	}
+	return out, nil
 }
 
 // lease decides op ('a' acquire, 'r' renew, 'x' release) as

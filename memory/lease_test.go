@@ -3,6 +3,8 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -95,5 +97,44 @@ func TestLeaseConcurrent(t *testing.T) {
 	wg.Wait()
 	if most.Load() > n {
 		t.Fatalf("%d in flight, limit %d", most.Load(), n)
+	}
+}
+
+// TestLeases: Leases lists the leases held, each with its time left by
+// the store's clock; expired and released ones are not listed.
+func TestLeases(t *testing.T) {
+	clock := redlimittest.NewClock(redlimittest.T0)
+	s := newStore(t, memory.WithClock(clock.Now))
+	ctx := context.Background()
+	steps := []struct {
+		key, id string
+		ttl     time.Duration
+		release bool
+	}{
+		{"k", "a", time.Second, false},
+		{"k", "b", 3 * time.Second, false},
+		{"j", "c", 2 * time.Second, false},
+		{"j", "d", 2 * time.Second, true},
+	}
+	for _, st := range steps {
+		c := redlimit.InFlight(5, st.ttl)
+		if _, err := s.Acquire(ctx, st.key, c, st.id); err != nil {
+			t.Fatal(err)
+		}
+		if st.release {
+			if err := s.Release(ctx, st.key, c, st.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clock.Advance(1500 * time.Millisecond)
+	got, err := s.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(got, func(a, b memory.HeldLease) int { return strings.Compare(a.ID, b.ID) })
+	want := []memory.HeldLease{{Key: "k", ID: "b", Left: 1500 * time.Millisecond}, {Key: "j", ID: "c", Left: 500 * time.Millisecond}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Leases: %+v, want %+v", got, want)
 	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memory"
 )
 
 var _ redlimit.Semaphore = (*Limiter)(nil)
@@ -19,7 +21,9 @@ var ErrNoLeases = errors.New("resilient: the store keeps no leases")
 // c.Failure answers: FailLocal takes a slot of this node's share (Slots
 // divided by the live nodes, rounded up) in the local fallback; FailOpen
 // holds; FailClosed does not, with RetryAfter the breaker's cool-down.
-// The store's leases still expire at their TTL meanwhile.
+// The store's leases still expire at their TTL meanwhile. Once the
+// store answers again, it gets the local leases, with their ids and time
+// left, and counts them.
 func (l *Limiter) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return l.lease(ctx, key, c, id, redlimit.Semaphore.Acquire)
 }
@@ -37,12 +41,16 @@ func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrenc
 	if err != nil {
 		return err
 	}
+	// First the store gets the local leases: id may be one of them.
+	err = l.reconcileLeases(ctx, key)
 	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
 		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
 	}
-	_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
-		return redlimit.Lease{}, s.Release(ctx, key, c, id)
-	})
+	if err == nil {
+		_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
+			return redlimit.Lease{}, s.Release(ctx, key, c, id)
+		})
+	}
 	if err != nil && !errors.Is(err, ErrStore) {
 		return err
 	}
@@ -68,7 +76,10 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	if err != nil {
 		return redlimit.Lease{}, err
 	}
-	res, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
+	var res redlimit.Lease
+	if err = l.reconcileLeases(ctx, key); err == nil {
+		res, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) { return op(s, ctx, key, c, id) })
+	}
 	if err == nil || !errors.Is(err, ErrStore) {
 		return res, err
 	}
@@ -85,7 +96,79 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	// A renewal takes a local slot too: the store's lease is out of reach.
 	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
 	res.Source = redlimit.FromLocal
+	if _, ok := loc.(leaseLister); ok && err == nil && res.Held {
+		l.rec.leases.Add(1) // owed to the store (see reconcileLeases)
+		l.kick()
+	}
 	return res, err
+}
+
+// leaseLister is a local fallback that lists its leases (memory.Store).
+type leaseLister interface {
+	Leases(ctx context.Context) ([]memory.HeldLease, error)
+}
+
+// reconcileLeases gives the store the leases the local fallback holds on
+// key (all of them, for key ""): those it granted while the store failed.
+// Each is acquired in the store with its id and time left, even on a full
+// key, as a debit is counted; then it is released in the fallback. So the
+// store counts them once it is back, and their renewals and releases find
+// them there. It runs before each lease call to the store, for its key,
+// and in the background reconciliation, for all keys, which a local grant
+// starts: with redisstore's DebitOnce, that probes the open breaker every
+// retryPause, so an idle node's leases reach the store too. While it runs,
+// this node's other lease calls wait. It returns the first error, wrapping
+// ErrStore when the store failed; the background goes on with the other
+// keys while the breaker stays closed (a Cluster master down).
+func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
+	if l.rec.leases.Load() == 0 {
+		return nil
+	}
+	select {
+	case l.rec.leasesBusy <- struct{}{}:
+		defer func() { <-l.rec.leasesBusy }()
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: waiting for the local leases to reach the store: %w", ErrStore, ctx.Err())
+	}
+	n := l.rec.leases.Load()
+	if n == 0 {
+		return nil
+	}
+	loc := l.local.lim.(leaseLister) // counted only for a leaseLister
+	held, err := loc.Leases(policyContext(ctx))
+	if err != nil {
+		return fmt.Errorf("resilient: the local leases: %w", err)
+	}
+	s := l.store.(redlimit.Semaphore) // a lease was granted: the store has leases
+	var first error
+	failed := map[string]bool{} // keys whose leases wait for the next pass
+	for _, h := range held {
+		if key != "" && h.Key != key || failed[h.Key] {
+			continue
+		}
+		// MaxSlots: counted whatever the key holds.
+		c := redlimit.InFlight(redlimit.MaxSlots, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
+		if _, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
+			return s.Acquire(ctx, h.Key, c, h.ID)
+		}); err != nil {
+			if first == nil {
+				first = err
+			}
+			if key != "" || !errors.Is(err, ErrStore) || !l.breaker.closed() {
+				return first
+			}
+			failed[h.Key] = true
+			continue
+		}
+		_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
+	}
+	if key == "" && first == nil {
+		l.rec.leases.CompareAndSwap(n, 0) // leases granted meanwhile wait for the next pass
+	}
+	return first
 }
 
 // leaseShare returns c with this node's share of its slots.

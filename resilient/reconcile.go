@@ -46,6 +46,10 @@ import (
 //     fiftieth of the spread (after a failed charge, up to the spread),
 //     while the breaker stays closed.
 //
+// The leases the local fallback granted are owed too: each goes to the
+// store with its id and time left (see reconcileLeases), before a lease
+// call to the store and first in each background pass.
+//
 // Each charge is of one state, in a call of its own. When the debt is
 // taken to be sent, its units become a charge with an idempotency id (128
 // random bits); while it is being sent, no other charge of the state is
@@ -78,7 +82,8 @@ type ReconcileOptions struct {
 	// Size bounds how many states (key, algorithm, period) the Limiter
 	// remembers what it owes for (default [DefaultReconcileSize]; about
 	// 200 bytes plus the key each, 130 more while a charge is in doubt).
-	// Negative: no reconciliation. What is recorded: the admissions the
+	// Negative: no reconciliation of units (the local leases still go to
+	// the store). What is recorded: the admissions the
 	// local fallback allowed, and every debit, whatever its policy (not
 	// what fail_open allowed). When full, a new state's units are not
 	// recorded.
@@ -101,10 +106,14 @@ type reconciler struct {
 	stats   reconcileStats
 	spread  time.Duration
 	running atomic.Bool // the background pass runs
-	mu      sync.Mutex  // guards closed and wg.Add
-	closed  bool        // by Close
-	wg      sync.WaitGroup
-	quit    chan struct{} // closed by Close
+	// leases counts the local fallback's grants since reconcileLeases
+	// last listed them; leasesBusy is held while it runs.
+	leases     atomic.Int64
+	leasesBusy chan struct{}
+	mu         sync.Mutex // guards closed and wg.Add
+	closed     bool       // by Close
+	wg         sync.WaitGroup
+	quit       chan struct{} // closed by Close
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
@@ -623,7 +632,7 @@ func (l *Limiter) kick() { l.kickAfter(0) }
 // kickAfter is kick for a pass that waits a random time up to wait, then
 // up to the spread, before its first charge.
 func (l *Limiter) kickAfter(wait time.Duration) {
-	if l.rec.debts == nil || l.rec.debts.n.Load() == 0 || l.rec.running.Load() {
+	if (l.rec.debts == nil || l.rec.debts.n.Load() == 0) && l.rec.leases.Load() == 0 || l.rec.running.Load() {
 		return
 	}
 	l.rec.mu.Lock()
@@ -654,7 +663,9 @@ func (l *Limiter) reconcile(wait time.Duration) {
 			l.kickAfter(retryPause)
 		}
 	}()
-	if !l.pause(wait) || !l.pause(l.rec.spread) {
+	// The local leases first, unspread: Redis grants their slots again
+	// until it has them.
+	if !l.pause(wait) || l.reconcileLeases(context.Background(), "") != nil || l.rec.debts == nil || !l.pause(l.rec.spread) {
 		return
 	}
 	from := mrand.N(len(l.rec.debts.shards))

@@ -117,7 +117,7 @@ func New(store redlimit.Limiter, opts Options) (*Limiter, error) {
 		obs:     opts.Observer,
 		now:     opts.Now,
 		workers: newWorkers(maxWorkers),
-		rec:     &reconciler{spread: cmp.Or(opts.Reconcile.Spread, DefaultReconcileSpread), quit: make(chan struct{})},
+		rec:     &reconciler{spread: cmp.Or(opts.Reconcile.Spread, DefaultReconcileSpread), quit: make(chan struct{}), leasesBusy: make(chan struct{}, 1)},
 	}
 	if l.now == nil {
 		l.now = time.Now
