@@ -114,7 +114,7 @@ func TestExpiredStatesAreSwept(t *testing.T) {
 // TestSweeperStopsOnClose: the background goroutine ends with Close, and
 // calls after Close fail with ErrClosed.
 func TestSweeperStopsOnClose(t *testing.T) {
-	before := settledGoroutines()
+	before := quietGoroutines()
 	stores := make([]*memory.Store, 20)
 	for i := range stores {
 		s, err := memory.New(memory.WithSweepInterval(time.Millisecond))
@@ -143,9 +143,9 @@ func TestSweeperStopsOnClose(t *testing.T) {
 	}
 }
 
-// settledGoroutines returns the number of goroutines once the goroutines of
+// quietGoroutines returns the number of goroutines once the goroutines of
 // earlier tests, which may still be exiting, are gone (within a second).
-func settledGoroutines() int {
+func quietGoroutines() int {
 	n := runtime.NumGoroutine()
 	for range 100 {
 		time.Sleep(10 * time.Millisecond)
