@@ -91,7 +91,7 @@ type bucketState struct {
 // when the new state expires and, for a window algorithm, its windows. A
 // token bucket's new TAT is its expiry (the bucket is full again then), and
 // a sliding log's new entry is one period before its expiry, so neither
-// needs a field: at four words, update is returned in registers
+// needs a field: at four words, an update is returned in registers
 // (BenchmarkAllowN).
 type update struct {
 	windows windowState // fixed_window, sliding_window
