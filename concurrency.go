@@ -101,8 +101,8 @@ type Semaphore interface {
 	// A full key is a Lease with Held false, not an error.
 	Acquire(ctx context.Context, key string, c Concurrency, id string) (Lease, error)
 	// Renew extends lease id by c.TTL from now. A lease that expired
-	// (or that Redis lost) is not taken anew: Held is false, and the
-	// caller may Acquire again.
+	// (or that Redis lost) is not taken anew: Held is false. A holder
+	// that still runs records it again with RecordLease, as Hold does.
 	Renew(ctx context.Context, key string, c Concurrency, id string) (Lease, error)
 	// Release frees lease id's slot; releasing a lease not held is a no-op.
 	Release(ctx context.Context, key string, c Concurrency, id string) error

@@ -48,8 +48,8 @@
 // "1000 per month, reset on the 1st at midnight in Europe/Berlin". A
 // window has its true length: 23 or 25 hours on a DST day, 28 to 31 days
 // a month. ResetAfter and RetryAfter end at the next midnight that starts
-// a period. The caller's clock names the window (Go computes it; the
-// stores count in it), so hosts need synchronised clocks near a boundary.
+// a period. The store's clock picks the window (Redis's TIME on Redis),
+// so hosts with skewed clocks still count in one window.
 // Only a fixed window takes a calendar: a sliding window weights the
 // previous window by a fixed overlap, a sliding log and a token bucket
 // have no windows at all. Validate refuses the others with
@@ -124,7 +124,8 @@
 // resilient Limiter on one of them) takes, renews and frees leases.
 // A holder that dies frees its slot at the TTL. [Hold] holds a slot for a
 // task of any length, renewing it, and frees it when the task ends; the
-// in-flight rules of httplimit and grpclimit use it. [Concurrency.Failure]
+// in-flight rules of httplimit and grpclimit use it. Its renewals record
+// a lease the store lost again ([RecordLease]), whatever the key holds. [Concurrency.Failure]
 // is the failure policy of a limit, read by resilient as for rate limits.
 //
 // # Errors

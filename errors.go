@@ -30,6 +30,10 @@ var (
 	// a Redis key of another type, or state it cannot parse. It fails
 	// that key's decisions only; it is not a store outage.
 	ErrKeyState = errors.New("redlimit: key holds state the store cannot use")
+	// ErrClockSkew reports a calendar decision a store cannot place in a
+	// window: its clock and this host's are a window or more apart. It
+	// fails those decisions only; it is this host's fault, not an outage.
+	ErrClockSkew = errors.New("redlimit: the store's clock is a calendar window or more from this host's")
 	// ErrClosed reports a call on a store that has been closed.
 	ErrClosed = errors.New("redlimit: store closed")
 	// ErrRefunded reports a [Grant] refunded a second time.

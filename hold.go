@@ -8,9 +8,12 @@ import (
 
 // Hold acquires a slot of c on key from s for a holder that runs until it
 // calls release, as an HTTP handler or a gRPC stream does. While held, the
-// lease is renewed every third of c.TTL; a lease found lost (expired, or
-// gone with a Redis that lost its data) is acquired again if a slot is
-// free. release stops the renewals and releases the lease; it is safe to
+// lease is recorded again every third of c.TTL with [RecordLease]. So a
+// lease the store lost (a restart without persistence, a failover) counts
+// again within a third of the TTL. Until then, new acquires may take its
+// slot, and more than c.Slots may run. A holder that stalled past its TTL
+// is recorded again too, even if its slot was given away: it still runs.
+// release stops the renewals and releases the lease; it is safe to
 // call more than once. When the lease is not held, release does nothing.
 // The renewals and the release outlive ctx's cancellation: a holder's
 // slot is freed even when its request was canceled.
@@ -47,12 +50,20 @@ func Hold(ctx context.Context, s Semaphore, key string, c Concurrency) (l Lease,
 	}, nil
 }
 
-// renew renews lease id, or acquires it again if it was lost. Its errors
-// are dropped: the lease frees at its TTL if renewals keep failing.
+// renew records lease id again. Its errors are dropped: the lease frees
+// at its TTL if renewals keep failing.
 func renew(ctx context.Context, s Semaphore, key string, c Concurrency, id string) {
 	ctx, cancel := context.WithTimeout(ctx, c.TTL/3)
 	defer cancel()
-	if l, err := s.Renew(ctx, key, c, id); err == nil && !l.Held {
-		_, _ = s.Acquire(ctx, key, c, id)
-	}
+	_, _ = RecordLease(ctx, s, key, c, id)
+}
+
+// RecordLease acquires lease id on key for c.TTL whatever the key holds:
+// c.Slots is not checked. It counts a holder that runs already, whose
+// lease the store lost or never had. A lease held already is renewed.
+// The key may then hold more leases than its slots; its acquires are
+// refused until enough of them end.
+func RecordLease(ctx context.Context, s Semaphore, key string, c Concurrency, id string) (Lease, error) {
+	c.Slots = MaxSlots
+	return s.Acquire(ctx, key, c, id)
 }

@@ -521,7 +521,7 @@ func batchReply(batch []*entry, w *wire, v []int64) bool {
 			m = int(w.ents[3*e+2])
 		}
 		if f := r.next(); f != 0 {
-			err := keyStateError(p.op, f)
+			err := entryError(p.op, f)
 			for _, q := range batch[i : i+m] {
 				q.out = entryReply{at: r.now, err: err}
 			}

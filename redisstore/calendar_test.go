@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,6 +158,8 @@ func checkCalendarStep(t *testing.T, i int, st calendarStep, res redlimit.Result
 
 // TestCalendarConcurrentExact: several stores, each with many goroutines,
 // on one calendar key at Redis's own clock, never admit above the limit.
+// Their hosts' clocks are skewed from Redis's, by up to an hour: Redis's
+// clock picks the window, and RetryAfter ends it.
 func TestCalendarConcurrentExact(t *testing.T) {
 	const (
 		limit      = 100
@@ -165,8 +169,10 @@ func TestCalendarConcurrentExact(t *testing.T) {
 	l := redlimit.PerCalendar(limit, redlimit.Year, "Europe/Berlin")
 	p := prefix(t)
 	var stores []*redisstore.Store
-	for _, d := range []deployment{deployments[0], deployments[1], deployments[0], deployments[1]} {
-		stores = append(stores, d.store(t, redisstore.WithPrefix(p)))
+	for i, d := range []deployment{deployments[0], deployments[1], deployments[0], deployments[1]} {
+		skew := []time.Duration{-2 * time.Second, 2 * time.Second, -time.Hour, time.Hour}[i]
+		host := func() time.Time { return time.Now().Add(skew) }
+		stores = append(stores, d.store(t, redisstore.WithPrefix(p), redisstore.WithHostClock(host)))
 	}
 	ctx := context.Background()
 	var admitted atomic.Int64
@@ -208,5 +214,176 @@ func TestCalendarConcurrentExact(t *testing.T) {
 	_, end := l.Calendar.Window(time.Now())
 	if d := time.Until(end) - res.RetryAfter; d < -time.Minute || d > time.Minute {
 		t.Fatalf("RetryAfter %s, want the time to the year's end in Berlin, %s", res.RetryAfter, time.Until(end))
+	}
+}
+
+// TestCalendarHostClockSkew: hosts whose clocks differ from the one the
+// script decides by (WithClock here; Redis's TIME without it) share its
+// calendar window. Two stores, one host behind the server's clock and one
+// ahead, with a calendar boundary between them, decide at one server
+// instant: every path (AllowN, AllowAll, a debit, Admit and Refund, Reset)
+// counts in the server's window, whose end ResetAfter and RetryAfter name.
+func TestCalendarHostClockSkew(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := func(y int, m time.Month, d, h, min, s, ms int) time.Time {
+		return time.Date(y, m, d, h, min, s, ms*1e6, berlin)
+	}
+	cases := []struct {
+		name   string
+		unit   redlimit.CalendarUnit
+		server time.Time
+		skew   time.Duration // host A is skew behind the server, host B skew ahead
+	}{
+		{"month, server just after its end", redlimit.Month, b(2026, 4, 1, 0, 0, 0, 500), 2 * time.Second},
+		{"month, server just before its end", redlimit.Month, b(2026, 3, 31, 23, 59, 59, 500), 2 * time.Second},
+		{"23-hour day, just after midnight", redlimit.Day, b(2026, 3, 29, 0, 0, 1, 0), 3 * time.Second},
+		{"25-hour day, just before midnight", redlimit.Day, b(2026, 10, 25, 23, 59, 59, 0), 3 * time.Second},
+		{"week, an hour apart", redlimit.Week, b(2026, 10, 26, 0, 20, 0, 0), time.Hour},
+		{"year, 1 µs apart", redlimit.Year, b(2028, 1, 1, 0, 0, 0, 0), time.Microsecond},
+	}
+	ctx := context.Background()
+	for _, d := range deployments[:3] {
+		for _, tc := range cases {
+			t.Run(d.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				l := redlimit.PerCalendar(1, tc.unit, "Europe/Berlin")
+				_, end := l.Calendar.Window(tc.server)
+				left := end.Sub(tc.server)
+				server := redlimittest.NewClock(tc.server)
+				p := prefix(t)
+				host := func(skew time.Duration) *redisstore.Store {
+					return d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now),
+						redisstore.WithHostClock(func() time.Time { return server.Now().Add(skew) }))
+				}
+				a, bh := host(-tc.skew), host(tc.skew)
+				want := func(step string, res redlimit.Result, allowed bool) {
+					t.Helper()
+					retry := time.Duration(0)
+					if !allowed {
+						retry = left
+					}
+					if res.Allowed != allowed || res.Remaining != 0 || res.RetryAfter != retry || res.ResetAfter != left {
+						t.Fatalf("%s: %+v; want allowed %v, remaining 0, retry-after %s, reset-after %s (the server's window ends %s)",
+							step, res, allowed, retry, left, end)
+					}
+				}
+				one := func(s *redisstore.Store, key string) redlimit.Result {
+					t.Helper()
+					res, err := s.AllowN(ctx, key, l, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return res
+				}
+				all := func(s *redisstore.Store, key string, debit bool) redlimit.Result {
+					t.Helper()
+					dec, err := s.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: l, Cost: 1, Debit: debit}, {Key: "other", Limit: redlimit.PerSecond(1000), Cost: 1}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return dec.Results[0]
+				}
+				for i, s := range []*redisstore.Store{a, bh} {
+					// Host A first, then B; and B first, then A.
+					first, second := s, bh
+					if i == 1 {
+						second = a
+					}
+					k := strconv.Itoa(i)
+					want("AllowN, first host", one(first, "n"+k), true)
+					want("AllowN, second host", one(second, "n"+k), false)
+					want("AllowAll, first host", all(first, "s"+k, false), true)
+					want("AllowAll, second host", all(second, "s"+k, false), false)
+					want("debit, first host", all(first, "d"+k, true), true)
+					want("debit, second host", all(second, "d"+k, true), false)
+					g, err := first.Admit(ctx, []redlimit.Request{{Key: "g" + k, Limit: l, Cost: 1}})
+					if err != nil || !g.Allowed {
+						t.Fatalf("Admit: %v, %v", g, err)
+					}
+					want("Admit's result", g.Results[0], true)
+					if err := second.Refund(ctx, g, []int64{1}); err != nil {
+						t.Fatal(err)
+					}
+					want("AllowN after the refund, second host", one(second, "g"+k), true)
+					if err := second.Reset(ctx, "n"+k, l); err != nil {
+						t.Fatal(err)
+					}
+					want("AllowN after the reset, first host", one(first, "n"+k), true)
+				}
+			})
+		}
+	}
+}
+
+// TestCalendarClockTooFar: a host whose clock is so far from Redis's that
+// none of the three calendar windows it sends holds Redis's clock (a day
+// apart or more) gets ErrClockSkew for its calendar decisions, and only
+// for those: the other decisions of its batch are decided. A refund or a
+// reset needs no window and goes on. At the edge of the windows sent, it
+// is decided in the window that holds Redis's clock.
+func TestCalendarClockTooFar(t *testing.T) {
+	utc := func(d, h int) time.Time { return time.Date(2026, 3, d, h, 0, 0, 0, time.UTC) }
+	day := redlimit.PerCalendar(1, redlimit.Day, "")
+	cases := []struct {
+		name         string
+		server, host time.Time
+		skewed       bool
+	}{
+		{"host two days ahead", utc(10, 12), utc(12, 12), true},
+		{"host two days behind", utc(10, 12), utc(8, 12), true},
+		{"server at the first bound", utc(10, 0), utc(11, 23), false},
+		{"server 1 µs before it", utc(10, 0).Add(-time.Microsecond), utc(11, 23), true},
+		{"server 1 µs before the last bound", utc(10, 0).Add(-time.Microsecond), utc(8, 0), false},
+		{"server at it", utc(10, 0), utc(8, 23), true},
+	}
+	ctx := context.Background()
+	for _, d := range deployments[:3] {
+		for _, tc := range cases {
+			t.Run(d.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				server := redlimittest.NewClock(tc.server)
+				p := prefix(t)
+				s := d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now),
+					redisstore.WithHostClock(func() time.Time { return tc.host }))
+				res, err := s.AllowN(ctx, "k", day, 1)
+				if !tc.skewed {
+					_, end := day.Calendar.Window(tc.server)
+					if err != nil || !res.Allowed || res.ResetAfter != end.Sub(tc.server) {
+						t.Fatalf("AllowN: %+v, %v; want allowed until %s", res, err, end)
+					}
+					return
+				}
+				if !errors.Is(err, redlimit.ErrClockSkew) {
+					t.Fatalf("AllowN: %+v, %v; want ErrClockSkew", res, err)
+				}
+				// One batch: the calendar decision fails alone.
+				other := redlimit.Request{Key: "k", Limit: redlimit.PerHour(5), Cost: 1} // one slot
+				out, errs := s.DecideMixedBatchEach(ctx, [][]redlimit.Request{{{Key: "k", Limit: day, Cost: 1}}, {other}, {other, {Key: "k", Limit: day, Cost: 1}}}, nil, false)
+				if !errors.Is(errs[0], redlimit.ErrClockSkew) || errs[1] != nil || !out[1][0].Allowed || !errors.Is(errs[2], redlimit.ErrClockSkew) {
+					t.Fatalf("a batch: %v, %v; want ErrClockSkew for the calendar decisions only", out, errs)
+				}
+				if _, err := s.Admit(ctx, []redlimit.Request{{Key: "k", Limit: day, Cost: 1}}); !errors.Is(err, redlimit.ErrClockSkew) {
+					t.Fatalf("Admit: %v, want ErrClockSkew", err)
+				}
+				if err := s.Reset(ctx, "k", day); err != nil {
+					t.Fatalf("Reset: %v", err)
+				}
+				// A grant admitted by a host in step, refunded by the far one.
+				near := d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now))
+				g, err := near.Admit(ctx, []redlimit.Request{{Key: "g", Limit: day, Cost: 1}})
+				if err != nil || !g.Allowed {
+					t.Fatalf("Admit in step: %v, %v", g, err)
+				}
+				if err := s.Refund(ctx, g, []int64{1}); err != nil {
+					t.Fatalf("Refund: %v", err)
+				}
+				if res, err := near.AllowN(ctx, "g", day, 1); err != nil || !res.Allowed {
+					t.Fatalf("AllowN after the refund: %+v, %v; want allowed", res, err)
+				}
+			})
+		}
 	}
 }

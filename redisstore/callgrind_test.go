@@ -172,8 +172,9 @@ func TestCallgrindCost(t *testing.T) {
 		redlimit.PerMinute(1_000_000_000).SlidingWindow(),
 		redlimit.PerMinute(1_000_000_000).TokenBucket(1_000_000_000),
 		redlimit.Per(redlimit.MaxLogCount, 100*time.Millisecond).SlidingLog(),
+		redlimit.PerCalendar(1_000_000_000, redlimit.Month, "Europe/Berlin"),
 	} {
-		name := l.Algorithm.String()
+		name := costName(l)
 		for j := range reqs {
 			reqs[j] = redlimit.Request{Key: "hot" + name, Limit: l, Cost: 1}
 		}
@@ -192,8 +193,9 @@ func TestCallgrindCost(t *testing.T) {
 		redlimit.PerMinute(1000).FixedWindow(),
 		redlimit.PerMinute(1000).SlidingWindow(),
 		redlimit.PerMinute(1000).TokenBucket(1000),
+		redlimit.PerCalendar(1000, redlimit.Month, "Europe/Berlin"),
 	} {
-		name := l.Algorithm.String()
+		name := costName(l)
 		for i := range keys {
 			allow(name+strconv.Itoa(i), l, 1, true)
 		}
@@ -318,4 +320,12 @@ return 1`},
 			t.Fatal(err)
 		}
 	})
+}
+
+// costName names l's cases: its algorithm, or its calendar.
+func costName(l redlimit.Limit) string {
+	if !l.Calendar.IsZero() {
+		return "calendar " + l.Calendar.Unit.String()
+	}
+	return l.Algorithm.String()
 }

@@ -18,7 +18,9 @@ import (
 // cost) to the memory store and to Redis with explicit time: every answer
 // must be the same. The time mostly moves forward, sometimes steps back;
 // limits change count or burst under existing state; costs go up to the
-// limit and a little above.
+// limit and a little above. The host's clock, which Redis's calendar
+// windows are sent by, is mostly skewed from the explicit time, by up to
+// an hour either way.
 func TestDifferential(t *testing.T) {
 	limits := []redlimit.Limit{
 		redlimit.Per(5, 100*time.Millisecond).FixedWindow(),
@@ -60,7 +62,9 @@ func TestDifferential(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer mem.Close()
-			rs := d.store(t, redisstore.WithClock(clock.Now), redisstore.WithPrefix(prefix(t)), redisstore.WithTTLMargin(10*time.Minute))
+			var skew time.Duration
+			host := func() time.Time { return clock.Now().Add(skew) }
+			rs := d.store(t, redisstore.WithClock(clock.Now), redisstore.WithHostClock(host), redisstore.WithPrefix(prefix(t)), redisstore.WithTTLMargin(10*time.Minute))
 			ctx := context.Background()
 			var allowed, denied, back int
 			var history []string // what was done, printed on a mismatch
@@ -91,6 +95,16 @@ func TestDifferential(t *testing.T) {
 					clock.Advance(-time.Duration(rng.Int64N(l.Period.Microseconds()/2)) * time.Microsecond)
 					clock.resync()
 					back++
+				}
+				switch rng.IntN(4) {
+				case 0:
+					skew = 0
+				case 1:
+					skew = time.Duration(rng.Int64N(3)-1) * time.Microsecond
+				case 2:
+					skew = time.Duration(rng.Int64N(4_000_000)-2_000_000) * time.Microsecond
+				default:
+					skew = time.Duration(rng.Int64N(2*3600_000_000)-3600_000_000) * time.Microsecond
 				}
 				cost := int64(1 + rng.IntN(2))
 				switch rng.IntN(20) {

@@ -85,6 +85,12 @@
 // key has recorded is decided by the rules in the redlimit package
 // documentation, as the memory store does.
 //
+// A calendar limit's windows need time zone data, which Lua lacks. The
+// store sends three windows in a row, computed around this host's clock;
+// the script counts in the one that holds its own. So hosts up to a day
+// apart count in one window, and ResetAfter ends it on Redis's clock. A
+// decision whose windows miss Redis's clock fails with [redlimit.ErrClockSkew].
+//
 // # Keys
 //
 // The state of a limit lives in one key,

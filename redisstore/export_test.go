@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -133,7 +134,7 @@ func (s *Store) DecideMixedBatchEach(ctx context.Context, ds [][]redlimit.Reques
 // the decision script, Script(), for reqs at the time at in µs: a batch
 // of one entry, which replies { now, four values per limit, 0 }.
 func (s *Store) DecisionArgs(reqs []redlimit.Request, at int64) (keys, args []string) {
-	var w wire
+	w := wire{now: at}
 	w.several(kindSeveral, s.keys(reqs), reqs)
 	return w.args(strconv.FormatInt(at, 10), s.margin, false)
 }
@@ -189,7 +190,7 @@ func (s *Store) AcquireBatch(ctx context.Context, key string, c redlimit.Concurr
 	var out []redlimit.Lease
 	for range ids {
 		if f := r.next(); f != 0 {
-			return nil, keyStateError("acquire", f)
+			return nil, entryError("acquire", f)
 		}
 		x := r.values(3)
 		if x == nil {
@@ -201,4 +202,14 @@ func (s *Store) AcquireBatch(ctx context.Context, key string, c redlimit.Concurr
 		return nil, badReply("acquire", &r)
 	}
 	return out, nil
+}
+
+// WithHostClock sets the clock this host's calendar arithmetic reads,
+// apart from the time the scripts decide at (WithClock's, or Redis's):
+// a host whose clock is skewed from Redis's.
+func WithHostClock(now func() time.Time) Option {
+	return func(s *Store) error {
+		s.hostNow = now
+		return nil
+	}
 }

@@ -24,6 +24,9 @@ import (
 // made at the first run, so that a fuzzing coordinator, which runs no
 // sequence, starts no server.
 //
+// The Redis stores do their calendar arithmetic on a host clock that the
+// run skews from the clock they decide by (model.Env.HostClock).
+//
 // The TTL margin keeps every key for an hour of real time, whatever the
 // explicit clock does (it jumps years ahead and back): expired state is
 // recognised from the stored times, so the answers depend on the explicit
@@ -38,6 +41,7 @@ func modelEnvs(tb testing.TB, d deployment) model.NewEnv {
 		runs   atomic.Int64
 	)
 	clock := redlimittest.NewClock(redlimittest.T0)
+	host := redlimittest.NewClock(redlimittest.T0)
 	p := prefix(tb)
 	tb.Cleanup(func() {
 		if client != nil {
@@ -50,17 +54,17 @@ func modelEnvs(tb testing.TB, d deployment) model.NewEnv {
 		if err != nil {
 			t.Fatalf("rueidis client for %v: %v", addrs, err)
 		}
-		s, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithPrefix(p),
+		s, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithHostClock(host.Now), redisstore.WithPrefix(p),
 			redisstore.WithTTLMargin(time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithPrefix(p+"b:"),
+		b, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithHostClock(host.Now), redisstore.WithPrefix(p+"b:"),
 			redisstore.WithTTLMargin(time.Hour), redisstore.WithBatchScriptAlways())
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithPrefix(p+"r:"),
+		r, err := redisstore.New(c, redisstore.WithClock(clock.Now), redisstore.WithHostClock(host.Now), redisstore.WithPrefix(p+"r:"),
 			redisstore.WithTTLMargin(time.Hour))
 		if err != nil {
 			t.Fatal(err)
@@ -78,7 +82,8 @@ func modelEnvs(tb testing.TB, d deployment) model.NewEnv {
 			t.Fatal(err)
 		}
 		return model.Env{
-			Clock: clock,
+			Clock:     clock,
+			HostClock: host,
 			Targets: []model.Target{{Name: "memory", Limiter: mem}, {Name: "redis", Limiter: rs, Split: d.cluster},
 				{Name: "redis batch script", Limiter: rb, Split: d.cluster},
 				{Name: "redis batch runs", Limiter: &runTarget{s: rr, client: client, clock: clock, oneKey: d.cluster}, Split: d.cluster}},

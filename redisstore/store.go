@@ -29,6 +29,7 @@ type Store struct {
 	b             backend
 	prefix        string
 	now           func() time.Time // nil: the Redis server's clock
+	hostNow       func() time.Time // the clock of calendar arithmetic: now, or this host's
 	margin        string           // µs added to every TTL, ARGV[3]
 	close         func()           // closes a client the Store opened itself
 	onRefundError func(ctx context.Context, reqs []redlimit.Request, err error)
@@ -124,6 +125,12 @@ func newStore(b backend, opts []Option) (*Store, error) {
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
+		}
+	}
+	if s.hostNow == nil {
+		s.hostNow = time.Now
+		if s.now != nil {
+			s.hostNow = s.now
 		}
 	}
 	s.batches = newBatchers(s)
@@ -306,7 +313,7 @@ func (s *Store) call(ctx context.Context, op string, w *wire) (*reply, error) {
 		return nil, fmt.Errorf("redisstore: %s: %w: %d values", op, redlimit.ErrBadReply, len(v))
 	}
 	if f := r.next(); f != 0 {
-		return nil, keyStateError(op, f)
+		return nil, entryError(op, f)
 	}
 	return &r, nil
 }
@@ -321,10 +328,7 @@ func fromMicros(v int64) time.Duration { return time.Duration(v) * time.Microsec
 // newWire returns an empty call, whose calendar windows are those of the
 // store's clock, or of this host's for the server's.
 func (s *Store) newWire() wire {
-	if s.now == nil {
-		return wire{now: micros.Of(time.Now())}
-	}
-	return wire{now: micros.Of(s.now())}
+	return wire{now: micros.Of(s.hostNow())}
 }
 
 // scriptTime returns ARGV[2] of the scripts: the store's clock in µs with

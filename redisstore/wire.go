@@ -3,6 +3,7 @@ package redisstore
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redlimit/redlimit"
 )
@@ -20,9 +21,8 @@ import (
 //   - the µs added to every TTL;
 //   - the number of limits of the one-limit entries;
 //   - "" when the keys are KEYS; otherwise their number, then the keys;
-//   - those limits, four values each: algorithm, window µs (token bucket:
-//     emission interval µs; a calendar window: minus its end, µs), count
-//     (token bucket: burst), cost;
+//   - those limits, four values each: algorithm, window (see windowText),
+//     count (token bucket: burst), cost;
 //   - each entry of another kind, in order, its values: limitValues per
 //     limit; a refund's time first; a give-back's records last; a
 //     lease's slots, TTL µs and id.
@@ -63,11 +63,16 @@ const limitValues = 7
 type wireLimit struct {
 	alg                 redlimit.Algorithm
 	window, count, cost int64
+	cal                 bounds // a calendar limit's windows, or none
 }
+
+// bounds are the boundaries (µs) of three calendar windows in a row, or
+// all zero for none.
+type bounds [4]int64
 
 // wire is one call of the batch script being built.
 type wire struct {
-	now    int64  // µs: names a calendar limit's window (windowValue)
+	now    int64  // µs: the host's clock, around which calendar windows are sent
 	ents   []byte // three bytes per entry
 	limits []wireLimit
 	keys   []string
@@ -80,7 +85,7 @@ type wire struct {
 // up to maxBatch of them.
 func (w *wire) one(kind entryKind, key string, r redlimit.Request) {
 	l := r.Limit
-	x := wireLimit{alg: l.Algorithm, window: w.windowValue(l), count: l.Count, cost: r.Cost}
+	x := wireLimit{alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cost: r.Cost, cal: w.bounds(l)}
 	if l.Algorithm == redlimit.TokenBucket {
 		x.window, x.count = l.EmissionInterval(), l.Burst
 	}
@@ -154,14 +159,32 @@ func (w *wire) lease(kind entryKind, key string, c redlimit.Concurrency, id stri
 	w.vals = append(w.vals, strconv.FormatInt(c.Slots, 10), strconv.FormatInt(c.TTL.Microseconds(), 10), id)
 }
 
-// windowValue returns l's window on the wire: its period in µs, or for
-// a calendar limit minus the end (µs) of its window at w.now. Go is the
-// one source of calendar arithmetic; the script names the window by it.
-func (w *wire) windowValue(l redlimit.Limit) int64 {
+// bounds returns the windows of l's calendar sent around w.now: the
+// start of the window before the one that holds it, that window's start
+// and end, and the end of the window after it. None for other limits.
+func (w *wire) bounds(l redlimit.Limit) bounds {
 	if l.Calendar.IsZero() {
-		return l.Period.Microseconds()
+		return bounds{}
 	}
-	return -l.Calendar.WindowEnd(w.now)
+	start, end := l.Calendar.Window(time.UnixMicro(w.now))
+	prev, _ := l.Calendar.Window(start.Add(-time.Microsecond))
+	_, next := l.Calendar.Window(end)
+	return bounds{prev.UnixMicro(), start.UnixMicro(), end.UnixMicro(), next.UnixMicro()}
+}
+
+// windowText returns a window on the wire: window µs, or for a calendar
+// limit "c" and its bounds b, comma-separated, the middle window's first
+// (the script reads them first). Go is the one source of
+// calendar arithmetic; the script takes the window that holds its own
+// clock, and fails a decision if none does (lua/prelude.lua, window).
+// So hosts whose clocks differ by less than the shortest window (23
+// hours) count in the window Redis's clock is in.
+func windowText(window int64, b bounds) string {
+	if b == (bounds{}) {
+		return strconv.FormatInt(window, 10)
+	}
+	return "c" + strconv.FormatInt(b[1], 10) + "," + strconv.FormatInt(b[2], 10) + "," +
+		strconv.FormatInt(b[0], 10) + "," + strconv.FormatInt(b[3], 10)
 }
 
 func debitValue(debit bool) string {
@@ -180,7 +203,7 @@ func (w *wire) limit(r redlimit.Request, last string) {
 	}
 	w.vals = append(w.vals,
 		strconv.Itoa(int(l.Algorithm)),
-		strconv.FormatInt(w.windowValue(l), 10),
+		windowText(l.Period.Microseconds(), w.bounds(l)),
 		strconv.FormatInt(l.Count, 10),
 		strconv.FormatInt(l.Burst, 10),
 		strconv.FormatInt(ei, 10),
@@ -209,7 +232,7 @@ func (w *wire) args(at, margin string, inArgv bool) (keys, args []string) {
 		keys = w.keys[:1]
 	}
 	for _, x := range w.limits {
-		args = append(args, strconv.Itoa(int(x.alg)), strconv.FormatInt(x.window, 10), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
+		args = append(args, strconv.Itoa(int(x.alg)), windowText(x.window, x.cal), strconv.FormatInt(x.count, 10), strconv.FormatInt(x.cost, 10))
 	}
 	return keys, append(args, w.vals...)
 }
@@ -237,7 +260,7 @@ func readReply(v []int64) (reply, bool) {
 }
 
 // next moves to the next entry and returns the kind of its failure, 0 if
-// it did not fail (see keyStateError).
+// it did not fail (see entryError).
 func (r *reply) next() (failure int64) {
 	r.entry++
 	if len(r.fails) > 0 && r.fails[0] == r.entry {
@@ -306,13 +329,15 @@ func (r *reply) decisions(m int, put func(j int, allowed bool, remaining, retry,
 // ok reports whether the reply was read whole, each value where expected.
 func (r *reply) ok() bool { return !r.bad && len(r.v) == 0 && len(r.fails) == 0 }
 
-// keyStateError is the error of an entry of op whose key the batch
-// script could not use, of the kind it replied (see lua/prelude.lua,
-// key_failure).
-func keyStateError(op string, kind int64) error {
+// entryError is the error of an entry of op that failed alone, of the
+// kind the batch script replied (see lua/prelude.lua, key_failure).
+func entryError(op string, kind int64) error {
 	what := "state the script cannot parse"
-	if kind == 1 {
+	switch kind {
+	case 1:
 		what = "a key of another type (WRONGTYPE)"
+	case 3:
+		return fmt.Errorf("redisstore: %s: %w", op, redlimit.ErrClockSkew)
 	}
 	return fmt.Errorf("redisstore: %s: %w: %s", op, redlimit.ErrKeyState, what)
 }

@@ -62,7 +62,7 @@ func newBreaker(o BreakerOptions, changed func(from, to gobreaker.State, cause e
 		},
 		// Not the store's failures: the caller's, or the key's.
 		IsExcluded: func(err error) bool {
-			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || errors.Is(err, redlimit.ErrKeyState)
+			return errors.Is(err, errCallerGone) || errors.Is(err, errNoTime) || errors.Is(err, errHeld) || callersOwn(err)
 		},
 	})
 	return b

@@ -197,14 +197,21 @@ func (l *Limiter) bounded(ctx context.Context, c storeCall, deadline time.Durati
 	return d, nil
 }
 
+// callersOwn reports an error of the request, not of the store: a key
+// whose state the store cannot use, or a calendar window this host cannot
+// place on the store's clock. No policy answers it; the breaker ignores it.
+func callersOwn(err error) bool {
+	return errors.Is(err, redlimit.ErrKeyState) || errors.Is(err, redlimit.ErrClockSkew)
+}
+
 // failed returns the error of the call c, made within deadline for a caller
 // with ctx, that failed with err.
 func (l *Limiter) failed(ctx context.Context, c storeCall, deadline time.Duration, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errCallerGone
-	case errors.Is(err, redlimit.ErrKeyState):
-		return err // the key's, not the store's
+	case callersOwn(err):
+		return err // the request's, not the store's
 	case c.held != nil && c.held.Load():
 		return fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
 	case deadline < minDeadline && deadline < l.timeout && errors.Is(err, context.DeadlineExceeded):

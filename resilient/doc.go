@@ -23,8 +23,9 @@
 //     share, starting from what the store last said), [redlimit.FailOpen]
 //     or [redlimit.FailClosed].
 //
-// A key whose state the store cannot use ([redlimit.ErrKeyState]) fails
-// that decision with the error. It is not a store failure: no policy
+// A key whose state the store cannot use ([redlimit.ErrKeyState]), or a
+// calendar window this host's clock cannot place ([redlimit.ErrClockSkew]),
+// fails that decision with the error. It is not a store failure: no policy
 // answers it, and the breaker does not count it.
 //
 // What the local fallback admitted is owed to the store and charged to it

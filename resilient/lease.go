@@ -110,8 +110,8 @@ type leaseLister interface {
 
 // reconcileLeases gives the store the leases the local fallback holds on
 // key (all of them, for key ""): those it granted while the store failed.
-// Each is acquired in the store with its id and time left, even on a full
-// key, as a debit is counted; then it is released in the fallback. So the
+// Each is recorded in the store ([redlimit.RecordLease]) with its id and
+// time left, even on a full key, as a debit is counted; then it is released in the fallback. So the
 // store counts them once it is back, and their renewals and releases find
 // them there. It runs before each lease call to the store, for its key,
 // and in the background reconciliation, for all keys, which a local grant
@@ -149,10 +149,9 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 		if key != "" && h.Key != key || failed[h.Key] {
 			continue
 		}
-		// MaxSlots: counted whatever the key holds.
-		c := redlimit.InFlight(redlimit.MaxSlots, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
+		c := redlimit.InFlight(1, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
 		if _, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
-			return s.Acquire(ctx, h.Key, c, h.ID)
+			return redlimit.RecordLease(ctx, s, h.Key, c, h.ID) // whatever the key holds
 		}); err != nil {
 			if first == nil {
 				first = err
@@ -200,7 +199,7 @@ func (l *Limiter) leaseCall(ctx context.Context, call func(context.Context) (red
 	case errors.Is(ctx.Err(), context.Canceled):
 		done(errCallerGone)
 		return res, ctx.Err()
-	case errors.Is(err, redlimit.ErrKeyState):
+	case callersOwn(err):
 		done(err)
 		return res, err
 	}

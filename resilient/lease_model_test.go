@@ -40,11 +40,14 @@ func (s *flaky) Release(ctx context.Context, key string, c redlimit.Concurrency,
 
 // TestRandomOutagesLeases: 2 or 3 nodes share two keys' slots, which fail
 // local, and one or two outages come at random, of every key or of one.
-// Random steps acquire, renew and release leases on random nodes; a
-// holder whose renewal does not hold releases its lease. As an outage
-// ends, each lease is renewed: a renewal that Redis answers holds; Redis soon holds every lease
-// held (the ones granted locally included). From then until the next
-// outage:
+// Between outages, Redis may lose every lease, as a restart without
+// persistence does. Random steps acquire, renew and release leases on
+// random nodes; a holder whose renewal does not hold releases its lease.
+// As an outage ends, each lease is renewed: a renewal that Redis answers
+// holds. Some steps after a loss, each lease is recorded again, as
+// Hold's renewals do: it holds, whatever the key holds. Then Redis soon
+// holds every lease held (the ones granted locally included). From then
+// until the next outage or loss:
 //   - an acquire that holds from Redis leaves at most the slots held
 //     (in flight never exceeds the slots);
 //   - a held lease's renewal holds, from Redis;
@@ -112,7 +115,43 @@ func TestRandomOutagesLeases(t *testing.T) {
 			}
 			// up: no outage, and every lease held is in Redis.
 			up := true
+			// nearOutage: an outage is on, or starts within 30 steps.
+			nearOutage := func(step int) bool {
+				for _, o := range outages {
+					if o.from-30 <= step && step <= o.to {
+						return true
+					}
+				}
+				return false
+			}
+			// Redis lost every lease at step lost, if not -1; the holders
+			// record theirs again at step recorded.
+			lost, recorded := -1, -1
 			for step := range steps {
+				if up && lost < 0 && !nearOutage(step) && rng.IntN(40) == 0 {
+					for _, h := range held {
+						if err := direct.Release(ctx, h.key, c, h.id); err != nil {
+							fail(step, "losing %+v: %v", h, err)
+						}
+					}
+					lost, recorded, up = step, step+5+rng.IntN(20), false
+					log = append(log, "lost")
+				}
+				if step == recorded {
+					for _, h := range held {
+						got, err := redlimit.RecordLease(ctx, ls[h.node], h.key, c, h.id)
+						log = append(log, fmt.Sprintf("%d record %s %s: %v %v", h.node, h.key, h.id, got.Held, got.Source))
+						if err != nil || !got.Held || got.Source != redlimit.FromStore {
+							fail(step, "recording held lease %+v after the loss: %+v, %v", h, got, err)
+						}
+					}
+					for _, h := range held {
+						if got, err := direct.Renew(ctx, h.key, c, h.id); err != nil || !got.Held {
+							fail(step, "lease %+v held, not in Redis once recorded: %+v, %v", h, got, err)
+						}
+					}
+					lost, up = -1, true
+				}
 				for _, o := range outages {
 					if step == o.from {
 						setDown(o.key, true)

@@ -260,8 +260,8 @@ func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit boo
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
-	if errors.Is(err, redlimit.ErrKeyState) {
-		// The key's own error, not the store's: no policy answers it.
+	if callersOwn(err) {
+		// The request's own error, not the store's: no policy answers it.
 		return redlimit.Decision{}, nil, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()
@@ -309,7 +309,7 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 	if errors.Is(err, errCallerGone) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", callerErr(ctx))
 	}
-	if errors.Is(err, redlimit.ErrKeyState) {
+	if callersOwn(err) {
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	l.storeFailed()

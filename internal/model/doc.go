@@ -5,8 +5,9 @@
 // checking what every answer must satisfy.
 //
 // A sequence (AllowN, Peek, Reset, AllowAll of 1 to 8 limits; the clock
-// moved forward by small and large steps, to window boundaries and to the
-// instants answers named, and sometimes back; a limit's count or burst
+// moved forward by small and large steps, to window boundaries (calendar
+// ones too) and to the instants answers named, and sometimes back; a
+// store's host clock skewed from it ([Env].HostClock); a limit's count or burst
 // changed; costs from 1 to [redlimit.MaxCost], biased to the edges) is
 // decoded from a byte string, so that `go test -fuzz` can mutate it, and
 // [Seeds] gives fixed pseudo-random ones for the seeded runs inside

@@ -37,8 +37,14 @@ type Target struct {
 // compared with; it may not be Split. Every run needs an Env of its own, with keys no
 // earlier run used, since the stores keep what a run left behind.
 type Env struct {
-	Clock   *redlimittest.Clock
-	Targets []Target
+	Clock *redlimittest.Clock
+	// HostClock, if set, is the clock a store reads for its own calendar
+	// arithmetic, apart from the Clock it decides by (redisstore: this
+	// host's, and Redis's). The run sets it skewed from Clock (hostSkew),
+	// so that a calendar boundary sometimes lies between them; the
+	// answers must not change.
+	HostClock *redlimittest.Clock
+	Targets   []Target
 	// Key names abstract key i (0..3).
 	Key func(i int) string
 	// Close, if set, is called after the run with the states it touched
@@ -66,6 +72,7 @@ type Stats struct {
 	Debits    int // results of debits
 	Queued    int // turns queued to wait (Queue with a delay)
 	GivenBack int // turns given back (Unqueue)
+	Skewed    int // operations with a calendar boundary between HostClock and Clock
 }
 
 // Touched is a state a run wrote.

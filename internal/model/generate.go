@@ -242,10 +242,14 @@ func (g *generator) step(h hints) {
 	case 5, 6:
 		g.moveTo(now.Add(d(g.s.between(0, max(1, g.period()/10)))))
 	case 7:
-		// To a window boundary of one of the limits, or just beside it.
-		W := g.period()
-		us := now.UnixMicro()
+		// To a window boundary of one of the limits (a calendar's: a
+		// midnight, maybe a DST day's or a month's end), or just beside it.
+		_, l := g.limit()
+		W, us := l.Period.Microseconds(), now.UnixMicro()
 		next := (floorDiv(us, W) + 1) * W
+		if !l.Calendar.IsZero() {
+			next = l.Calendar.WindowEnd(us)
+		}
 		g.moveTo(time.UnixMicro(next + g.s.between(-1, 1)))
 	case 8:
 		g.moveTo(now.Add(d(g.period() * g.s.between(1, 2) / g.s.between(1, 2))))
@@ -310,6 +314,30 @@ func (g *generator) step(h hints) {
 	case 15:
 		g.moveTo(now.Add(d(g.s.between(0, 1000))))
 	}
+}
+
+// hostSkew returns how far the hosts' clock is from the stores' at t
+// (Env.HostClock): none one time in two; otherwise 1 µs, under 2 s, or
+// under an hour, either way. Within an hour, every calendar window Go
+// sends holds the stores' clock. It depends on t alone, so a replay
+// skews alike, and an op that the generator moves to a calendar boundary
+// often finds one between the clocks.
+func hostSkew(t time.Time) time.Duration {
+	h := uint64(t.UnixMicro()) * 0x9e3779b97f4a7c15 // Fibonacci hashing
+	d := time.Duration(h>>20%3_600_000_000) * time.Microsecond
+	switch h >> 62 {
+	case 0, 1:
+		return 0
+	case 2:
+		d = time.Microsecond
+	}
+	if h>>61&1 == 0 && d > time.Microsecond {
+		d %= 2 * time.Second
+	}
+	if h>>60&1 == 0 {
+		return -d
+	}
+	return d
 }
 
 // next returns the next op, or false when the bytes or the ops allowed have

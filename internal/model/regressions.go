@@ -182,6 +182,14 @@ var Regressions = []Regression{
 			{-86399999512 * micro, AllowAll, []Req{{0, redlimit.Per(5, time.Hour).TokenBucket(10), 2, true}}},
 		}},
 	},
+	{
+		// 1 µs before a New York midnight, with the hosts' clock 1.28 s
+		// ahead (hostSkew): Redis counted in the host's next day.
+		Name: "calendar window of the host's clock",
+		Seq: Sequence{Start: time.UnixMicro(1700023820392273), Ops: []Op{
+			{1462230579607726 * micro, Peek, []Req{{0, redlimit.PerCalendar(1000, redlimit.Day, "America/New_York"), 8, false}}},
+		}},
+	},
 }
 
 // RunRegressions replays each of Regressions in a fresh Env, as a subtest;

@@ -167,6 +167,9 @@ type checkMark struct {
 func (r *runner) setTime(at time.Duration) {
 	t := r.start.Add(at)
 	r.env.Clock.Set(t)
+	if r.env.HostClock != nil {
+		r.env.HostClock.Set(t.Add(hostSkew(t)))
+	}
 	r.now = t.UnixMicro()
 	for _, in := range r.states {
 		in.back = r.now < in.latest
@@ -243,6 +246,7 @@ func (r *runner) exec(op Op) *Failure {
 	}
 	reqs := r.requests(op)
 	want := expectedErr(op, reqs)
+	r.skewed(op)
 	ds := make([]redlimit.Decision, len(r.env.Targets))
 	refused := make([]bool, len(r.env.Targets))
 	for i, tg := range r.env.Targets {
@@ -272,6 +276,30 @@ func (r *runner) exec(op Op) *Failure {
 		return nil
 	}
 	return r.decided(op, ds, refused)
+}
+
+// skewed counts op, and traces it, if HostClock is in another calendar
+// window than Clock for one of its limits.
+func (r *runner) skewed(op Op) {
+	if r.env.HostClock == nil {
+		return
+	}
+	t, h := r.env.Clock.Now(), r.env.HostClock.Now()
+	for _, q := range op.Reqs {
+		if q.Limit.Calendar.IsZero() {
+			continue
+		}
+		if _, e := q.Limit.Calendar.Window(t); !e.Equal(calendarEnd(q.Limit.Calendar, h)) {
+			r.stats.Skewed++
+			r.trace = append(r.trace, fmt.Sprintf("the hosts' clock %s from the stores', in another %s window", h.Sub(t), q.Limit.Calendar))
+			return
+		}
+	}
+}
+
+func calendarEnd(c redlimit.Calendar, t time.Time) time.Time {
+	_, e := c.Window(t)
+	return e
 }
 
 // full checks op, which target name failed with its Full error: op is a

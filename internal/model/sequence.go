@@ -85,6 +85,10 @@ func (op Op) goString() string {
 
 // limitGo writes l as a Go expression.
 func limitGo(l redlimit.Limit) string {
+	if !l.Calendar.IsZero() {
+		unit := l.Calendar.Unit.String()
+		return fmt.Sprintf("redlimit.PerCalendar(%d, redlimit.%s, %q)", l.Count, strings.ToUpper(unit[:1])+unit[1:], l.Calendar.Zone)
+	}
 	base := fmt.Sprintf("redlimit.Per(%d, %s)", l.Count, durGo(l.Period))
 	switch l.Algorithm {
 	case redlimit.FixedWindow:

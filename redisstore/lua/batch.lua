@@ -19,8 +19,9 @@
 -- span several slots, with allow-cross-slot-keys: KEYS[1] is only checked
 -- by Redis before the script runs).
 -- Then the s limits, four values each: algorithm (1 fixed_window,
--- 2 sliding_log, 3 sliding_window, 4 token_bucket), window µs (token
--- bucket: emission interval µs), count (token bucket: burst), cost.
+-- 2 sliding_log, 3 sliding_window, 4 token_bucket), window (µs, or a
+-- calendar's windows: see window; token bucket: emission interval µs),
+-- count (token bucket: burst), cost.
 -- Then each entry of another kind, in order, its values (see wire.go).
 -- Keys: each entry's, in order: one for ALLOW and PEEK, x for the others,
 -- two for ONCE (the limit's and its marker's).
@@ -77,7 +78,7 @@ for l = 1, ns do
   if not known[a] then
     return redis.error_reply('ERR redlimit: unknown algorithm ' .. tostring(a))
   end
-  salg[l], sW[l], sL[l], sn[l], scost[l] = a, ARGV[j + 1] + 0, ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 3]
+  salg[l], sW[l], sL[l], sn[l], scost[l] = a, window(ARGV[j + 1]), ARGV[j + 2] + 0, ARGV[j + 3] + 0, ARGV[j + 3]
   j = j + 4
 end
 

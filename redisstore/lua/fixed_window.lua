@@ -4,9 +4,13 @@ local FIXED_WINDOW_SPAN = 1
 
 -- fixed_window_of returns the window of now under W: its number from the
 -- epoch, or for W < 0 a calendar period, named by its end (-W µs), which
--- Go computed: the script does no calendar arithmetic.
+-- the prelude's window picked. W = 0 is a calendar whose windows do not
+-- hold now: the decision fails (SKEWED).
 local function fixed_window_of(now, W)
-  if W < 0 then return -W end
+  if W <= 0 then
+    if W == 0 then error(SKEWED, 0) end
+    return -W
+  end
   return math.floor(now / W)
 end
 
@@ -20,8 +24,8 @@ local function fixed_window_check(now, W, L, n, lw, lc)
   -- The key's window, or a later one if the clock went back before it.
   if lw ~= nil and lw >= w then w, c = lw, lc end
   local left = (w + 1) * W - now
-  -- A calendar window ends at its name; a server clock past Go's is at 0.
-  if W < 0 then left = math.max(0, w - now) end
+  -- A calendar window ends at its name, after now.
+  if W < 0 then left = w - now end
   if c + n > L then
     local retry, reset = left, 0
     if n > L then retry = NEVER end

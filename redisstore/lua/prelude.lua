@@ -70,14 +70,39 @@ end
 -- the nearest bound, where time stands still (internal/micros).
 if now < 0 then now = 0 elseif now > 4503599627370496 then now = 4503599627370496 end
 
+-- window returns a limit's window from its text (redisstore/wire.go):
+-- its µs, or for a calendar limit minus the end of the window that holds
+-- now, among three in a row that Go computed around its own clock: 'c',
+-- then the middle one's start and end, the first's start and the last's
+-- end. With now outside them all, it returns 0: a decision on it fails
+-- (fixed_window_of), while a refund or reset, which need no window, go
+-- on. The script does no calendar arithmetic; the server's clock picks
+-- among Go's windows.
+local function window(s)
+  if string.byte(s) ~= 99 then return s + 0 end -- 'c'
+  local b1, b2 = string.match(s, '^c(%-?%d+),(%-?%d+),')
+  if b1 == nil then error('redlimit: bad calendar window ' .. s) end
+  b1, b2 = b1 + 0, b2 + 0
+  if now >= b1 and now < b2 then return -b2 end
+  local b0, b3 = string.match(s, ',(%-?%d+),(%-?%d+)$')
+  if now < b1 and now >= b0 + 0 then return -b1 end
+  if now >= b2 and now < b3 + 0 then return -b3 end
+  return 0
+end
+
+-- SKEWED is the error of a decision on a calendar window of 0 (window).
+local SKEWED = 'redlimit: the server clock is outside the calendar windows sent'
+
 -- key_failure returns the kind of error e, raised while deciding on one
 -- key: 1 for a key of another type (WRONGTYPE), 2 for state the script
--- cannot parse (a Lua error, which names the script's line). Any other
--- error is the server's (out of memory, a replica): it is raised again,
--- and fails the call. Redis refuses those at a script's first write, so
--- nothing is written yet. Redis raises a call's error as its text, or
--- from 7.2 as a table.
+-- cannot parse (a Lua error, which names the script's line), 3 for a
+-- calendar limit whose windows do not hold the server's clock (SKEWED).
+-- Any other error is the server's (out of memory, a replica): it is
+-- raised again, and fails the call. Redis refuses those at a script's
+-- first write, so nothing is written yet. Redis raises a call's error as
+-- its text, or from 7.2 as a table.
 local function key_failure(e)
+  if e == SKEWED then return 3 end
   local m = e
   if type(e) == 'table' then m = e.err end
   m = tostring(m)

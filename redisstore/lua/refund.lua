@@ -14,7 +14,7 @@
 -- found in keeps the rest.
 local function windows_refund(key, W, span, n, mark)
   local w = mark / W - span
-  if W < 0 then w = mark end -- a calendar window, named by its end
+  if W <= 0 then w = mark end -- a calendar window, named by its end
   local field = str(w)
   local c = tonumber(redis.call('HGET', key, field) or '0')
   if c == 0 then
@@ -172,7 +172,8 @@ end
 -- older one.
 local function reset_limit(key, alg, W, burst, ei)
   local span = 2 * W
-  if W < 0 then span = -W - now end -- a calendar window, up to its end
+  -- A calendar window, up to its end; the key's TTL covers the rest.
+  if W <= 0 then span = -W - now end
   if alg == TOKEN_BUCKET then span = burst * ei end
   local ttl, left = ms(span), redis.call('PTTL', key)
   if left > tonumber(ttl) then ttl = str(left) end
@@ -197,14 +198,14 @@ local function change_limits(reset, giveback, keys, k0, n, args, v)
   if reset then
     for i = 1, n do
       local j = v + 7 * (i - 1)
-      reset_limit(keys[k0 + i], tonumber(args[j]), tonumber(args[j + 1]), tonumber(args[j + 3]), tonumber(args[j + 4]))
+      reset_limit(keys[k0 + i], tonumber(args[j]), window(args[j + 1]), tonumber(args[j + 3]), tonumber(args[j + 4]))
     end
     return
   end
   local t = math.max(now, tonumber(args[v]))
   for i = 1, n do
     local j = v + 1 + 7 * (i - 1)
-    local key, alg, W, c, mark = keys[k0 + i], tonumber(args[j]), tonumber(args[j + 1]), tonumber(args[j + 5]), tonumber(args[j + 6])
+    local key, alg, W, c, mark = keys[k0 + i], tonumber(args[j]), window(args[j + 1]), tonumber(args[j + 5]), tonumber(args[j + 6])
     local r = v + 1 + 7 * n + 3 * (i - 1)
     local gone = false
     if giveback then gone = tonumber(redis.call('GET', key .. ':reset') or '0') ~= tonumber(args[r + 2]) end

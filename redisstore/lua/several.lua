@@ -38,7 +38,7 @@ local function decide_limits(allow, keys, k0, n, args, a0, out, admit)
   local o, writes, adds, recs, all = #out, {}, {}, {}, true
   for i = 1, n do
     local j = a0 + (i - 1) * 7
-    local key, alg, W, L, n = keys[k0 + i], tonumber(args[j + 1]), tonumber(args[j + 2]), tonumber(args[j + 3]), tonumber(args[j + 6])
+    local key, alg, W, L, n = keys[k0 + i], tonumber(args[j + 1]), window(args[j + 2]), tonumber(args[j + 3]), tonumber(args[j + 6])
     local debit = allow and args[j + 7] == '1'
     local ok, rem, retry, reset, add
     if alg == FIXED_WINDOW or alg == SLIDING_WINDOW then
