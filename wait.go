@@ -25,7 +25,9 @@ type Queuer interface {
 	// since. Otherwise it gives back nothing: the later turns keep their
 	// instants, and the bucket stays on the strict side (exact would move
 	// them). A bucket Reset since and brought to the very same µs is
-	// taken as unchanged.
+	// taken as unchanged. Give a turn back once: a second Unqueue may
+	// give back a later turn that took the same place. Unqueue trusts r,
+	// as Reset trusts its caller: give back only turns Queue returned.
 	Unqueue(ctx context.Context, r Turn) (bool, error)
 }
 
@@ -83,7 +85,7 @@ func ValidateQueue(key string, limit Limit, n int64, maxWait time.Duration) erro
 // overtaken, and many may retry together after a window ends.
 func Wait(ctx context.Context, l Limiter, key string, limit Limit, n int64, maxWait time.Duration) (Result, error) {
 	if maxWait < 0 || maxWait > MaxWait {
-		return Result{}, fmt.Errorf("redlimit: %w: %s is not in 0..%s", ErrInvalidWait, maxWait, MaxWait)
+		return Result{}, fmt.Errorf("%w: %s is not in 0..%s", ErrInvalidWait, maxWait, MaxWait)
 	}
 	start := time.Now()
 	if dl, ok := ctx.Deadline(); ok {
@@ -98,11 +100,12 @@ func Wait(ctx context.Context, l Limiter, key string, limit Limit, n int64, maxW
 			return res, err
 		}
 		left := maxWait - time.Since(start)
-		if res.RetryAfter > left {
+		if res.RetryAfter > left || left <= 0 {
 			return res, nil
 		}
-		d := res.RetryAfter + rand.N(res.RetryAfter/10+1)
-		if err := sleep(ctx, min(d, left)); err != nil {
+		// At least a millisecond: a RetryAfter of 0 or less would spin.
+		d := max(res.RetryAfter, time.Millisecond)
+		if err := sleep(ctx, min(d+rand.N(d/10+1), left)); err != nil {
 			return Result{}, err
 		}
 	}

@@ -74,3 +74,26 @@ func TestTransportLimit(t *testing.T) {
 		t.Errorf("impatient client: %v, want ErrPaced", err)
 	}
 }
+
+// TestTransportLimitLongMaxWait: a Policy whose MaxWait is longer than
+// redlimit.MaxWait ("wait as long as it takes") still paces requests: the
+// turn's wait is capped, not refused as invalid.
+func TestTransportLimitLongMaxWait(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	store, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, l := range []redlimit.Limit{redlimit.Per(20, time.Second).TokenBucket(1), redlimit.Per(20, time.Second)} {
+		c := &http.Client{Transport: &backoff.Transport{Limiter: store, Limit: l, Policy: backoff.Policy{MaxWait: 1<<63 - 1}}}
+		for range 2 {
+			resp, err := c.Get(srv.URL)
+			if err != nil {
+				t.Fatalf("%v: %v", l, err)
+			}
+			resp.Body.Close()
+		}
+	}
+}

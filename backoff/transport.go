@@ -156,7 +156,9 @@ func (t *Transport) turn(req *http.Request) error {
 	if t.Limiter == nil {
 		return nil
 	}
-	res, err := redlimit.Wait(req.Context(), t.Limiter, "backoff:"+req.URL.Host, t.Limit, 1, t.Policy.maxWait())
+	// A turn is never further off than redlimit.MaxWait.
+	wait := min(t.Policy.maxWait(), redlimit.MaxWait)
+	res, err := redlimit.Wait(req.Context(), t.Limiter, "backoff:"+req.URL.Host, t.Limit, 1, wait)
 	if err != nil {
 		return fmt.Errorf("backoff: pacing %s: %w", req.URL.Host, err)
 	}

@@ -34,7 +34,7 @@ func (h *slowHealth) enter() {
 func (h *slowHealth) Check(ctx context.Context, r *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	h.enter()
 	defer h.in.Add(-1)
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 }
 
@@ -78,8 +78,11 @@ func serveSlow(t *testing.T, h *slowHealth, n int, mk func() *grpclimit.Intercep
 func TestInFlight(t *testing.T) {
 	for _, st := range testStores(t, nil) {
 		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
 			const n = 3
-			c := redlimit.InFlight(n, 300*time.Millisecond) // renewed every 100ms: a margin for a busy host
+			// Renewals every TTL/3 hold with ticks up to 600ms late (-race
+			// on a busy machine); Check sleeps past the TTL.
+			c := redlimit.InFlight(n, time.Second)
 			h := &slowHealth{}
 			clients := serveSlow(t, h, 4, func() *grpclimit.Interceptor {
 				return mustNew(t, st.lim, grpclimit.Options{}, grpclimit.Rule{Name: "jobs", InFlight: c, Key: grpclimit.Static("t1")})

@@ -17,10 +17,9 @@ import (
 // context (peer, incoming metadata, values set by earlier interceptors) and
 // its full method name ("/pkg.Service/Method"). It returns an error wrapping
 // [ErrNoKey] when the rule does not apply to the call; any other error
-// refuses the call with codes.InvalidArgument, except that of a shadow
-// rule, which is logged and skips the rule: a shadow rule never refuses a
-// call. A KeyFunc must be safe for
-// concurrent use.
+// (or a panic) refuses the call with codes.InvalidArgument, except that of
+// a shadow rule, which is logged and skips the rule: a shadow rule never
+// refuses a call. A KeyFunc must be safe for concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 
 // PeerIP returns a KeyFunc that keys calls by the network of the client, as

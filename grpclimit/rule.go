@@ -34,8 +34,8 @@ type Rule struct {
 	Limit redlimit.Limit
 	// LimitFunc, if not nil, chooses the limit of each call, such as the
 	// limit of its tenant's plan. req is the request message of a unary
-	// call, nil for a stream. An error or an invalid limit refuses the
-	// call with codes.InvalidArgument; an error wrapping [ErrNoKey] skips
+	// call, nil for a stream. An error, a panic or an invalid limit
+	// refuses the call with codes.InvalidArgument; an error wrapping [ErrNoKey] skips
 	// the rule. It must be safe for concurrent use.
 	LimitFunc func(ctx context.Context, fullMethod string, req any) (redlimit.Limit, error)
 	// Key returns the key a call counts under; see [KeyFunc].
@@ -46,7 +46,7 @@ type Rule struct {
 	Cost int64
 	// CostFunc, if not nil, chooses the cost of each call, such as the
 	// size of its request or the tokens it will use; req is as for
-	// LimitFunc. An error or a cost outside 1..[redlimit.MaxCost] refuses
+	// LimitFunc. An error, a panic or a cost outside 1..[redlimit.MaxCost] refuses
 	// the call with codes.InvalidArgument; an error wrapping [ErrNoKey]
 	// skips the rule. A cost above the limit's Max is denied, and never
 	// passes. It must be safe for concurrent use.

@@ -11,8 +11,8 @@ import (
 // A KeyFunc returns the key a rule counts a request under: requests with the
 // same key share one allowance. It returns an error wrapping [ErrNoKey] when
 // the rule does not apply to the request (a missing header, no user); the
-// rule is then skipped for that request. Any other error stops the request
-// (see [Options].OnError), unless its rule is a shadow rule, which is then
+// rule is then skipped for that request. Any other error, or a panic, stops
+// the request (see [Options].OnError), unless its rule is a shadow rule, which is then
 // skipped and the error logged. A KeyFunc must be safe for concurrent use.
 type KeyFunc func(*http.Request) (string, error)
 

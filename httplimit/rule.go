@@ -27,7 +27,7 @@ type Rule struct {
 	// set.
 	Limit redlimit.Limit
 	// LimitFunc, if not nil, chooses the limit of each request, such as
-	// the limit of its tenant's plan. An error or an invalid limit refuses
+	// the limit of its tenant's plan. An error, a panic or an invalid limit refuses
 	// the request through [Options].OnError, by default with 400; an error
 	// wrapping [ErrNoKey] skips the rule. It must be safe for concurrent
 	// use.
@@ -39,7 +39,7 @@ type Rule struct {
 	// when CostFunc is set.
 	Cost int64
 	// CostFunc, if not nil, chooses the cost of each request, such as its
-	// size or the tokens it will use. An error or a cost outside
+	// size or the tokens it will use. An error, a panic or a cost outside
 	// 1..[redlimit.MaxCost] refuses the request as LimitFunc's error does.
 	// A cost above the limit's Max is denied, with no Retry-After: it
 	// never passes. It must be safe for concurrent use.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,55 +15,78 @@ import (
 )
 
 // TestLeaseDifferential applies random sequences of acquires, renews and
-// releases, under limits whose slots and TTL change, to the memory store
-// and to Redis at one explicit time: every answer must be the same.
+// releases (a lease held by another id, released twice, renewed after
+// its expiry; limits at their bounds and changed between calls; the
+// clock going back) to the memory store and to Redis with explicit time:
+// every answer must be the same.
 func TestLeaseDifferential(t *testing.T) {
 	limits := []redlimit.Concurrency{
-		redlimit.InFlight(1, 50*time.Millisecond),
-		redlimit.InFlight(2, 300*time.Millisecond),
-		redlimit.InFlight(3, time.Second),
-		redlimit.InFlight(4, 120*time.Millisecond),
+		redlimit.InFlight(1, redlimit.MinLeaseTTL),
+		redlimit.InFlight(2, time.Second),
+		redlimit.InFlight(3, 3*time.Second),
+		redlimit.InFlight(redlimit.MaxSlots, redlimit.MaxLeaseTTL),
 	}
+	const guard = 100 * time.Millisecond
 	keys := []string{"a", "{b}", "c:\n"}
+	ids := []string{"x", "y", "z", "\x00", "{a}", strings.Repeat("é", redlimit.MaxLeaseIDLen/2)}
+	for i := range 10 {
+		ids = append(ids, fmt.Sprint(i)) // many leases on a key at once
+	}
 	for _, d := range deployments {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			seed := rand.Uint64()
 			rng := rand.New(rand.NewPCG(seed, 29))
-			clock := redlimittest.NewClock(redlimittest.T0.Add(777 * time.Microsecond))
+			clock := newPacedClock(redlimittest.T0.Add(654321 * time.Microsecond))
 			mem, err := memory.New(memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer mem.Close()
-			// Redis keeps keys an hour past their last lease: the scores,
-			// not the key's expiry, say which leases hold.
-			rs := d.store(t, redisstore.WithPrefix(prefix(t)), redisstore.WithClock(clock.Now), redisstore.WithTTLMargin(time.Hour))
-			stores := []redlimit.Semaphore{mem, rs}
+			rs := d.store(t, redisstore.WithClock(clock.Now), redisstore.WithPrefix(prefix(t)))
 			ctx := context.Background()
-			for step := range 400 {
-				clock.Advance(time.Duration(rng.IntN(3)) * time.Duration(rng.IntN(80_000)) * time.Microsecond)
-				key, c := keys[rng.IntN(len(keys))], limits[rng.IntN(len(limits))]
-				id := fmt.Sprint(rng.IntN(6))
-				op := rng.IntN(3)
-				var got [2]redlimit.Lease
-				for i, s := range stores {
-					var err error
-					switch op {
-					case 0:
-						got[i], err = s.Acquire(ctx, key, c, id)
-					case 1:
-						got[i], err = s.Renew(ctx, key, c, id)
-					default:
-						err = s.Release(ctx, key, c, id)
-					}
-					if err != nil {
-						t.Fatalf("seed %d step %d: op %d: %v", seed, step, op, err)
-					}
+			var history []string
+			fatalf := func(format string, args ...any) {
+				t.Helper()
+				t.Fatalf("seed %d: %s\nlast operations:\n%s", seed, fmt.Sprintf(format, args...), strings.Join(history[max(0, len(history)-25):], "\n"))
+			}
+			var held, denied int
+			for range 1500 {
+				// Redis expires a lease key by its own clock: each call is
+				// guard later than the last, so a slow call or a step back
+				// never sees a key expire before its last lease does.
+				clock.keepUp()
+				clock.Advance(guard)
+				clock.wander(rng, 300*time.Millisecond)
+				c := limits[rng.IntN(len(limits))]
+				key := keys[rng.IntN(len(keys))]
+				id := ids[rng.IntN(len(ids))]
+				op := []string{"acquire", "acquire", "renew", "release"}[rng.IntN(4)]
+				var ml, rl redlimit.Lease
+				var merr, rerr error
+				switch op {
+				case "acquire":
+					ml, merr = mem.Acquire(ctx, key, c, id)
+					rl, rerr = rs.Acquire(ctx, key, c, id)
+				case "renew":
+					ml, merr = mem.Renew(ctx, key, c, id)
+					rl, rerr = rs.Renew(ctx, key, c, id)
+				default:
+					merr = mem.Release(ctx, key, c, id)
+					rerr = rs.Release(ctx, key, c, id)
 				}
-				if got[0] != got[1] {
-					t.Fatalf("seed %d step %d: op %d key %q %+v id %s: memory %+v, redis %+v", seed, step, op, key, c, id, got[0], got[1])
+				history = append(history, fmt.Sprintf("%s %s %q %+v %q: %+v", clock.Now().Format(time.StampMicro), op, key, c, id, ml))
+				if merr != nil || rerr != nil || ml != rl {
+					fatalf("%s: memory %+v, %v; redis %+v, %v", op, ml, merr, rl, rerr)
 				}
+				if ml.Held {
+					held++
+				} else if op == "acquire" {
+					denied++
+				}
+			}
+			if held < 200 || denied < 50 {
+				t.Errorf("seed %d: only %d held, %d denied: the sequence tests little", seed, held, denied)
 			}
 		})
 	}

@@ -159,5 +159,17 @@ func (c *pacedClock) keepUp() {
 	c.lastReal, c.lastVirtual = time.Now(), c.Now()
 }
 
+// wander moves the clock as the differential tests do: forward by up to
+// fwd one time in three, back by up to 50ms one time in twelve (until the
+// next keepUp).
+func (c *pacedClock) wander(rng *rand.Rand, fwd time.Duration) {
+	switch rng.IntN(12) {
+	case 0, 1, 2, 3:
+		c.Advance(time.Duration(rng.Int64N(int64(fwd/time.Microsecond))) * time.Microsecond)
+	case 4:
+		c.Advance(-time.Duration(rng.IntN(50_000)) * time.Microsecond)
+	}
+}
+
 // resync makes the clock's next keepUp count real time from now.
 func (c *pacedClock) resync() { c.lastReal, c.lastVirtual = time.Now(), c.Now() }

@@ -23,6 +23,11 @@ func TestQueueDifferential(t *testing.T) {
 		redlimit.Per(3, time.Second).TokenBucket(4),
 		redlimit.Per(7, 100*time.Millisecond).TokenBucket(2),
 		redlimit.Per(100, time.Second).TokenBucket(1),
+		// The same state as the first, its limit changed under its turns.
+		redlimit.Per(5, time.Second).TokenBucket(2),
+		// The bounds: the most tokens, and the longest emission interval.
+		redlimit.Per(redlimit.MaxCount, redlimit.MaxPeriod).TokenBucket(redlimit.MaxCount),
+		redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(14),
 	}
 	keys := []string{"a", "{b}", "c:\n"}
 	for _, d := range deployments {
@@ -48,15 +53,20 @@ func TestQueueDifferential(t *testing.T) {
 			var queued, back int
 			for range 1500 {
 				clock.keepUp()
-				if rng.IntN(3) == 0 {
-					clock.Advance(time.Duration(rng.IntN(100_000)) * time.Microsecond)
-				}
+				clock.wander(rng, 100*time.Millisecond)
 				l := limits[rng.IntN(len(limits))]
 				key := keys[rng.IntN(len(keys))]
-				n := 1 + rng.Int64N(l.Burst+1)
+				n := 1 + rng.Int64N(min(l.Burst+1, redlimit.MaxCost))
 				switch op := rng.IntN(10); {
 				case op < 5:
-					wait := time.Duration(rng.Int64N(int64(2 * l.Period)))
+					var wait time.Duration
+					switch rng.IntN(4) {
+					case 0:
+						wait = redlimit.MaxWait
+					case 1:
+					default:
+						wait = time.Duration(rng.Int64N(int64(min(2*l.Period, redlimit.MaxWait))))
+					}
 					mr, merr := mem.Queue(ctx, key, l, n, wait)
 					rr, rerr := rs.Queue(ctx, key, l, n, wait)
 					history = append(history, fmt.Sprintf("%s queue %q %v n=%d wait=%s: %+v", clock.Now().Format(time.StampMicro), key, l, n, wait, mr))
@@ -74,7 +84,10 @@ func TestQueueDifferential(t *testing.T) {
 						i = rng.IntN(len(held))
 					}
 					p := held[i]
-					held = append(held[:i], held[i+1:]...)
+					if rng.IntN(4) != 0 {
+						// Else it may be given back twice.
+						held = append(held[:i], held[i+1:]...)
+					}
 					mb, merr := mem.Unqueue(ctx, p.m)
 					rb, rerr := rs.Unqueue(ctx, p.r)
 					history = append(history, fmt.Sprintf("%s unqueue %+v: %v", clock.Now().Format(time.StampMicro), p.m, mb))

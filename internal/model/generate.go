@@ -402,6 +402,8 @@ func (g *generator) next(h hints) (Op, bool) {
 			op.Kind = Unqueue
 		case 1:
 			g.then = &Op{At: g.at, Kind: Unqueue, Reqs: []Req{*q}}
+		case 2:
+			op.Kind = QueueLong
 		}
 	case c < 31:
 		op.Kind = AllowAll

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redlimit/redlimit"
@@ -90,8 +91,8 @@ func (r *runner) queue(op Op) *Failure {
 		var t redlimit.Turn
 		var back bool
 		var err error
-		if op.Kind == Queue {
-			t, err = qr.Queue(r.ctx, key, q.Limit, q.Cost, queueWait(q.Limit))
+		if op.Kind != Unqueue {
+			t, err = qr.Queue(r.ctx, key, q.Limit, q.Cost, queueWait(op.Kind, q.Limit))
 		} else {
 			back, err = qr.Unqueue(r.ctx, *in.turn)
 		}
@@ -112,9 +113,15 @@ func (r *runner) queue(op Op) *Failure {
 		if want {
 			r.stats.GivenBack++
 		}
-		if want && len(in.hist) > 0 {
-			// Nothing happened since: its stamp is the latest.
-			in.hist = in.hist[:len(in.hist)-1]
+		if want {
+			// Its stamp goes. A later one can only be a debit that
+			// counted nothing (the bucket at its bound).
+			for i := len(in.hist) - 1; i >= 0; i-- {
+				if in.hist[i] == in.turnStamp {
+					in.hist = slices.Delete(in.hist, i, i+1)
+					break
+				}
+			}
 			in.admitted, in.admitAt = in.turnAdmitted, in.turnAt
 		}
 		in.turn = nil
@@ -125,7 +132,7 @@ func (r *runner) queue(op Op) *Failure {
 		// A bounded store had no room: nothing was queued.
 		return nil
 	}
-	want := r.model.QueueAt(key, q.Limit, q.Cost, queueWait(q.Limit), r.now)
+	want := r.model.QueueAt(key, q.Limit, q.Cost, queueWait(op.Kind, q.Limit), r.now)
 	for i, t := range turns {
 		if t != want {
 			return r.fail("model", "%s: target %d queued %+v, the model %+v", desc, i, t, want)
@@ -144,9 +151,16 @@ func (r *runner) queue(op Op) *Failure {
 	// Counted at the instant it is admitted at, in µs of arrival time.
 	at := max(r.now+want.Delay.Microseconds(), in.admitAt)
 	in.admitted, in.admitAt = true, at
-	in.hist = append(in.hist, stamp{at, q.Cost * q.Limit.EmissionInterval()})
+	in.turnStamp = stamp{at, q.Cost * q.Limit.EmissionInterval()}
+	in.hist = append(in.hist, in.turnStamp)
 	return r.bound(desc, q.Limit, in.hist)
 }
 
-// queueWait is the maximum wait of a Queue op of l: one period.
-func queueWait(l redlimit.Limit) time.Duration { return l.Period }
+// queueWait is the maximum wait of a queue op of l: one period, or
+// MaxWait for QueueLong.
+func queueWait(k Kind, l redlimit.Limit) time.Duration {
+	if k == QueueLong {
+		return redlimit.MaxWait
+	}
+	return l.Period
+}

@@ -190,6 +190,19 @@ var Regressions = []Regression{
 			{1462230579607726 * micro, Peek, []Req{{0, redlimit.PerCalendar(1000, redlimit.Day, "America/New_York"), 8, false}}},
 		}},
 	},
+	{
+		// A turn given back after a debit that counted nothing (the
+		// bucket at 2^53 µs): the check dropped the debit's stamp, not
+		// the turn's, and counted the given-back turn against the next.
+		Name: "unqueue after a debit at the bound",
+		Seq: Sequence{Start: time.UnixMicro(1699999980000001), Ops: []Op{
+			{2803599647370495 * micro, Allow, []Req{{0, redlimit.Per(3, time.Second).TokenBucket(13510771860), 13510771860, false}}},
+			{2803599647370495 * micro, Queue, []Req{{0, redlimit.Per(3, time.Second).TokenBucket(13510771860), 2, false}}},
+			{2803599647370495 * micro, AllowAll, []Req{{0, redlimit.Per(3, time.Second).TokenBucket(13510771860), 1, true}}},
+			{2803599647370495 * micro, Unqueue, []Req{{0, redlimit.Per(3, time.Second).TokenBucket(13510771860), 2, false}}},
+			{2803599647370495 * micro, QueueLong, []Req{{0, redlimit.Per(3, time.Second).TokenBucket(13510771860), 3, false}}},
+		}},
+	},
 }
 
 // RunRegressions replays each of Regressions in a fresh Env, as a subtest;

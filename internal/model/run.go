@@ -55,9 +55,11 @@ type info struct {
 	limit  redlimit.Limit // the last limit a request used
 	latest int64          // the latest instant a request was decided at (µs)
 	turn   *redlimit.Turn // the latest turn queued, for an Unqueue
-	// turnAdmitted and turnAt are admitted and admitAt before turn.
+	// turnAdmitted and turnAt are admitted and admitAt before turn;
+	// turnStamp is its stamp in hist.
 	turnAdmitted bool
 	turnAt       int64
+	turnStamp    stamp
 	// back says the current instant is before latest: the clock went back.
 	back bool
 	// changed says its count or burst changed while it held admissions
@@ -241,7 +243,7 @@ func (r *runner) exec(op Op) *Failure {
 	r.setTime(op.At)
 	checked := r.checked
 	r.checked = nil
-	if op.Kind == Queue || op.Kind == Unqueue {
+	if op.Kind == Queue || op.Kind == Unqueue || op.Kind == QueueLong {
 		return r.queue(op)
 	}
 	reqs := r.requests(op)

@@ -27,9 +27,11 @@ const (
 	// Unqueue gives back the latest turn queued on the op's request's
 	// state, if any.
 	Unqueue
+	// QueueLong is Queue with the longest maximum wait, [redlimit.MaxWait].
+	QueueLong
 )
 
-var kindNames = [...]string{"Allow", "Peek", "Reset", "AllowAll", "Queue", "Unqueue"}
+var kindNames = [...]string{"Allow", "Peek", "Reset", "AllowAll", "Queue", "Unqueue", "QueueLong"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

@@ -36,22 +36,26 @@ func validateHeld[R any](k *Kind, r Rule[R]) error {
 // route and whose key function keys req (an error wrapping ErrNoKey skips
 // the rule), in order, until release is called. A rule whose slots are
 // all held denies: its lease says when to retry, and the slots taken
-// before it are released. A key function's other error or an empty key
+// before it are released. A key function's other error, its panic or an empty key
 // returns that rule and the error (see KeyFailed); so does the store's. On denial
-// or error, release does nothing.
+// or error, release does nothing. A key function's panic releases the
+// slots taken before it, and goes on.
 func (s *Set[R]) Hold(ctx context.Context, sem redlimit.Semaphore, req R, route string) (release func(), rule *Rule[R], l redlimit.Lease, err error) {
 	var held []func()
-	release = func() {
-		for _, r := range held {
-			r()
+	ok := false
+	defer func() {
+		if !ok {
+			for _, r := range held {
+				r()
+			}
 		}
-	}
+	}()
 	for i := range s.Held {
 		r := &s.Held[i]
 		if r.Route != "" && r.Route != route {
 			continue
 		}
-		k, err := r.Key(req)
+		k, err := guard(r.Key, req)
 		switch {
 		case errors.Is(err, ErrNoKey):
 			continue
@@ -65,10 +69,14 @@ func (s *Set[R]) Hold(ctx context.Context, sem redlimit.Semaphore, req R, route 
 			l, rel, err = redlimit.Hold(ctx, sem, r.Name+":"+k, r.InFlight)
 		}
 		if err != nil || !l.Held {
-			release()
 			return func() {}, r, l, err
 		}
 		held = append(held, rel)
 	}
-	return release, nil, l, nil
+	ok = true
+	return func() {
+		for _, r := range held {
+			r()
+		}
+	}, nil, l, nil
 }

@@ -173,7 +173,7 @@ func validName(k *Kind, name string) error {
 // returns those that apply to it, in order, each with its limiter key (the
 // rule's name, ':' and the key), its limit and its cost. A rule whose key,
 // limit or cost function returns an error wrapping [ErrNoKey] does not
-// apply. Any other error, an empty key, a bad limit or a cost outside
+// apply. Any other error, a panic, an empty key, a bad limit or a cost outside
 // 1..[redlimit.MaxCost] stops Apply, which returns the rule and the error:
 // the request cannot be decided. A shadow rule is a dry run, which never
 // refuses a request: its error does not stop Apply, the rule does not
@@ -210,12 +210,25 @@ var (
 	errEmptyKey = errors.New("the key function returned an empty key")
 	errLimit    = errors.New("the limit function failed")
 	errCost     = errors.New("the cost function failed")
+	errPanicked = errors.New("the function panicked")
 )
+
+// guard calls f with req, and returns its panic as an error: a rule's
+// function that panics on one request fails that request alone. A gRPC
+// server does not recover a panic; it would end the process.
+func guard[R, T any](f func(R) (T, error), req R) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errPanicked, p)
+		}
+	}()
+	return f(req)
+}
 
 // apply keys req by r and chooses its limit and cost.
 func (r *Rule[R]) apply(req R) (Applied[R], error) {
 	a := Applied[R]{Rule: r, Limit: r.Limit, Cost: r.Cost}
-	k, err := r.Key(req)
+	k, err := guard(r.Key, req)
 	if err != nil {
 		return a, err
 	}
@@ -224,7 +237,7 @@ func (r *Rule[R]) apply(req R) (Applied[R], error) {
 	}
 	a.Key = r.Name + ":" + k
 	if r.LimitFunc != nil {
-		if a.Limit, err = r.LimitFunc(req); err != nil {
+		if a.Limit, err = guard(r.LimitFunc, req); err != nil {
 			return a, fmt.Errorf("%w: %w", errLimit, err)
 		}
 		if err := a.Limit.Validate(); err != nil {
@@ -232,7 +245,7 @@ func (r *Rule[R]) apply(req R) (Applied[R], error) {
 		}
 	}
 	if r.CostFunc != nil {
-		if a.Cost, err = r.CostFunc(req); err != nil {
+		if a.Cost, err = guard(r.CostFunc, req); err != nil {
 			return a, fmt.Errorf("%w: %w", errCost, err)
 		}
 		if a.Cost < 1 || a.Cost > redlimit.MaxCost {

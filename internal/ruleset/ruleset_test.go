@@ -355,6 +355,36 @@ func TestApplyPerRequest(t *testing.T) {
 		t.Errorf("shadow: %v, %v, %v, reported %v", applied, bad, err, reported)
 	}
 
+	// A function's panic is its rule's error: enforced, it stops Apply;
+	// shadow, it skips the rule and is reported.
+	panics := func(r req) {
+		if r["panic"] != "" {
+			panic("boom")
+		}
+	}
+	for _, shadow := range []bool{false, true} {
+		for _, r := range []ruleset.Rule[req]{
+			{Name: "key", Key: func(r req) (string, error) { panics(r); return "k", nil }, Limit: redlimit.PerMinute(5)},
+			{Name: "limit", Key: byName("k"), LimitFunc: func(r req) (redlimit.Limit, error) { panics(r); return redlimit.PerMinute(5), nil }},
+			{Name: "cost", Key: byName("k"), Limit: redlimit.PerMinute(5), CostFunc: func(r req) (int64, error) { panics(r); return 1, nil }},
+		} {
+			r.Shadow = shadow
+			s := newSet(t, r)
+			var reported error
+			applied, bad, err := s.Apply(req{"k": "a", "panic": "1"}, "", func(_ *ruleset.Rule[req], err error) { reported = err })
+			got := err
+			if shadow {
+				got = reported
+			}
+			if len(applied) != 0 || (bad == nil) == !shadow || got == nil || !strings.Contains(got.Error(), "panicked: boom") {
+				t.Errorf("%s panics, shadow %v: %v, %v, %v, reported %v", r.Name, shadow, applied, bad, err, reported)
+			}
+			if applied, _, err := s.Apply(req{"k": "a"}, "", nil); len(applied) != 1 || err != nil {
+				t.Errorf("%s, shadow %v, after a panic: %v, %v", r.Name, shadow, applied, err)
+			}
+		}
+	}
+
 	// New refuses a fixed value beside its function.
 	for _, r := range []ruleset.Rule[req]{
 		{Name: "a", Key: byName("k"), Limit: redlimit.PerMinute(5), LimitFunc: limitOf},
