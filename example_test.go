@@ -35,7 +35,7 @@ func Example() {
 			fmt.Printf("request %d: denied, retry after %s\n", i, res.RetryAfter)
 			continue
 		}
-		fmt.Printf("request %d: allowed, %d of %d remaining\n", i, res.Remaining, res.Limit)
+		fmt.Printf("request %d: allowed, %d of %d remaining\n", i, res.Remaining, res.Max)
 	}
 
 	// A cost above the limit can never pass.

@@ -81,9 +81,9 @@ func TestStateID(t *testing.T) {
 // the longest wait among denials.
 func TestTightest(t *testing.T) {
 	ok := func(remaining, limit int64) redlimit.Result {
-		return redlimit.Result{Allowed: true, Remaining: remaining, Limit: limit}
+		return redlimit.Result{Allowed: true, Remaining: remaining, Max: limit}
 	}
-	deny := func(ra time.Duration) redlimit.Result { return redlimit.Result{RetryAfter: ra, Limit: 1} }
+	deny := func(ra time.Duration) redlimit.Result { return redlimit.Result{RetryAfter: ra, Max: 1} }
 	for _, tt := range []struct {
 		results []redlimit.Result
 		want    int

@@ -64,7 +64,7 @@ func Debit(ctx context.Context, l Limiter, key string, limit Limit, n int64) (Re
 // StateID returns the identity of the state r draws on: r.Limit.StateID(r.Key).
 func (r Request) StateID() StateID { return r.Limit.StateID(r.Key) }
 
-// Decision is the outcome of [Limiter.AllowAll].
+// Decision is the answer of [Limiter.AllowAll].
 type Decision struct {
 	// Allowed reports whether every limit allowed the request (every debit
 	// fit); only then were the admissions consumed. Debits are consumed
@@ -102,7 +102,7 @@ func (d Decision) Tightest() int { return Tightest(d.Results) }
 
 // Tightest returns the index of the result closest to running out. Among
 // denials, that is the one with the longest RetryAfter. Without denials,
-// it is the one with the smallest Remaining relative to its Limit. The
+// it is the one with the smallest Remaining relative to its Max. The
 // first of equals wins. It returns
 // -1 for no results. An [Undecided] result is never picked while another
 // result denies: a denial always has a positive RetryAfter.
@@ -123,8 +123,8 @@ func tighter(a, b Result) bool {
 	if !a.Allowed {
 		return a.RetryAfter > b.RetryAfter
 	}
-	// a.Remaining/a.Limit < b.Remaining/b.Limit, without division.
-	return float64(a.Remaining)*float64(b.Limit) < float64(b.Remaining)*float64(a.Limit)
+	// a.Remaining/a.Max < b.Remaining/b.Max, without division.
+	return float64(a.Remaining)*float64(b.Max) < float64(b.Remaining)*float64(a.Max)
 }
 
 // ValidateRequests checks every request of a several-limits decision, and

@@ -9,22 +9,22 @@ import (
 // the limit's [Limit.Max].
 const Never = time.Duration(math.MaxInt64)
 
-// Result is the outcome of one limit for one request.
+// Result is the decision of one limit for one request.
 type Result struct {
 	// Allowed reports whether the request may proceed. A denial is a Result,
 	// never an error.
 	Allowed bool
-	// Limit is the most cost that can pass at once, [Limit.Max].
-	Limit int64
+	// Max is the most cost that can pass at once, [Limit.Max].
+	Max int64
 	// Remaining is how much more cost could pass right now, after this
 	// request if it was allowed. Never negative.
 	Remaining int64
 	// RetryAfter is how long until a request of the same cost could pass,
 	// if nothing else is admitted meanwhile: 0 when Allowed, [Never] when the
-	// cost exceeds Limit.
+	// cost exceeds Max.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to a full allowance
-	// (Remaining == Limit) if nothing else is admitted. 0 for an idle key.
+	// (Remaining == Max) if nothing else is admitted. 0 for an idle key.
 	ResetAfter time.Duration
 	// Source says which path decided: the store itself (the zero value), or
 	// one of the resilience paths taken when the store could not be asked.

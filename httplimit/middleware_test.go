@@ -493,7 +493,7 @@ type neverLimiter struct{ redlimit.Limiter }
 func (neverLimiter) AllowAll(_ context.Context, reqs []redlimit.Request) (redlimit.Decision, error) {
 	d := redlimit.Decision{}
 	for _, r := range reqs {
-		d.Results = append(d.Results, redlimit.Result{Limit: r.Limit.Max(), RetryAfter: redlimit.Never})
+		d.Results = append(d.Results, redlimit.Result{Max: r.Limit.Max(), RetryAfter: redlimit.Never})
 	}
 	return d, nil
 }

@@ -87,13 +87,13 @@ type bucketState struct {
 	rec *refundable // nil until an Admit counted a request in the bucket
 }
 
-// pending is what an allowed check writes to its entry, applied by commit.
+// update is what an allowed check writes to its entry, applied by commit.
 // It holds when the new state expires and, for a window algorithm, its
 // windows. A token bucket's new TAT is its expiry: the bucket is full
 // again then. A sliding log's new entry is one period before its expiry.
-// So neither needs a field. Kept small, pending is returned in registers
+// So neither needs a field. Kept small, an update is returned in registers
 // (BenchmarkAllowN).
-type pending struct {
+type update struct {
 	windows windowState // fixed_window, sliding_window
 	expires int64
 }
@@ -117,7 +117,7 @@ func floorDiv(a, b int64) int64 {
 // instant earlier than the key's state: a clock that went back. It is
 // decided by the rules in the package documentation. They never admit
 // more than the limit, and the Redis scripts follow them too.
-func check(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
+func check(e *entry, p *params, now, n int64, r *redlimit.Result) update {
 	if e != nil && now >= e.expires {
 		e = nil
 	}
@@ -134,7 +134,7 @@ func check(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 }
 
 // commit applies an allowed check to e.
-func commit(e *entry, p *params, now, n int64, w pending) {
+func commit(e *entry, p *params, now, n int64, w update) {
 	if p.alg == redlimit.SlidingLog {
 		if now >= e.expires {
 			e.log.clear()
@@ -167,17 +167,17 @@ const maxPeriodMicros = int64(redlimit.MaxPeriod / time.Microsecond)
 // (the year 2255): the largest a Lua number holds exactly.
 const maxTAT = 1 << 53
 
-// charge returns what commit must write to count a debit of cost n at now
+// debitUpdate returns what commit must write to count a debit of cost n at now
 // against e (nil: no state). It also returns the units it counts. That is
 // all of n, or what fits within the saturation bound ([redlimit.MaxCost])
 // judged by p. A window's count, or a sliding log's units of the period,
 // go up to count + MaxCost. A token bucket's arrival time goes at most
 // tau + MaxPeriod ahead of now, and never back. It reports n when it
 // moves, and 0 when it is at the bound already. Nothing is to be written
-// when it counts 0. charge is for a debit that does not fit. One that
-// fits is counted as an admission is (its check's pending). The bound is
+// when it counts 0. debitUpdate is for a debit that does not fit. One that
+// fits is counted as an admission is (its check's update). The bound is
 // then far off.
-func charge(e *entry, p *params, now, n int64) (pending, int64) {
+func debitUpdate(e *entry, p *params, now, n int64) (update, int64) {
 	if e != nil && now >= e.expires {
 		e = nil
 	}
@@ -186,11 +186,11 @@ func charge(e *entry, p *params, now, n int64) (pending, int64) {
 	case redlimit.FixedWindow:
 		w, end, c := fixedWindow(e, p, now)
 		a := room(c)
-		return pending{windows: windowState{index: w, count: c + a}, expires: end}, a
+		return update{windows: windowState{index: w, count: c + a}, expires: end}, a
 	case redlimit.SlidingWindow:
 		w, cur, prev := slidingWindows(e, p, now)
 		a := room(cur)
-		return pending{windows: windowState{index: w, count: cur + a, prev: prev}, expires: w*p.window + 2*p.window}, a
+		return update{windows: windowState{index: w, count: cur + a, prev: prev}, expires: w*p.window + 2*p.window}, a
 	case redlimit.SlidingLog:
 		t := now
 		var lg *ring
@@ -199,7 +199,7 @@ func charge(e *entry, p *params, now, n int64) (pending, int64) {
 			t = max(t, lg.newest())
 		}
 		_, c := lg.live(t - p.window)
-		return pending{expires: t + p.window}, room(c)
+		return update{expires: t + p.window}, room(c)
 	default:
 		var d int64
 		if e != nil && e.bucket.tat > now {
@@ -211,13 +211,13 @@ func charge(e *entry, p *params, now, n int64) (pending, int64) {
 		bound := min(p.tau+maxPeriodMicros, maxTAT-now)
 		switch {
 		case d >= bound:
-			return pending{}, 0 // a clock that went back: never lowered
+			return update{}, 0 // a clock that went back: never lowered
 		case n <= (bound-d)/p.ei:
 			d += n * p.ei
 		default:
 			d = bound
 		}
-		return pending{expires: now + d}, n
+		return update{expires: now + d}, n
 	}
 }
 
@@ -261,9 +261,9 @@ func slidingWindows(e *entry, p *params, now int64) (w, cur, prev int64) {
 	return w, 0, prev
 }
 
-func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
+func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) update {
 	w, end, c := fixedWindow(e, p, now)
-	*r = redlimit.Result{Limit: p.count}
+	*r = redlimit.Result{Max: p.count}
 	if c+n > p.count {
 		r.Remaining = max(0, p.count-c) // c exceeds count after the count shrank
 		r.RetryAfter = us(end - now)
@@ -273,15 +273,15 @@ func checkFixed(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 		if c > 0 {
 			r.ResetAfter = us(end - now)
 		}
-		return pending{}
+		return update{}
 	}
 	r.Allowed = true
 	r.Remaining = p.count - c - n
 	r.ResetAfter = us(end - now)
-	return pending{windows: windowState{index: w, count: c + n}, expires: end}
+	return update{windows: windowState{index: w, count: c + n}, expires: end}
 }
 
-func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
+func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) update {
 	L, W := p.count, p.window
 	// The request is decided, and stamped, at t: now, or the newest
 	// entry's time if the clock went back before it.
@@ -292,7 +292,7 @@ func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 		t = max(t, lg.newest())
 	}
 	first, c := lg.live(t - W)
-	*r = redlimit.Result{Limit: L}
+	*r = redlimit.Result{Max: L}
 	if c+n > L {
 		r.Remaining = max(0, L-c) // c exceeds count after the count shrank
 		if n > L {
@@ -304,15 +304,15 @@ func checkLog(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 		if c > 0 {
 			r.ResetAfter = us(lg.newest() + W - now)
 		}
-		return pending{}
+		return update{}
 	}
 	r.Allowed = true
 	r.Remaining = L - c - n
 	r.ResetAfter = us(t + W - now)
-	return pending{expires: t + W}
+	return update{expires: t + W}
 }
 
-func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
+func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) update {
 	W := p.window
 	w, cur, prev := slidingWindows(e, p, now)
 	start := w * W
@@ -329,7 +329,7 @@ func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending
 		weighted++
 	}
 	room := L - cur - weighted // may be negative after the count shrank
-	*r = redlimit.Result{Limit: L}
+	*r = redlimit.Result{Max: L}
 	if room < n {
 		r.Remaining = max(0, room)
 		switch {
@@ -352,12 +352,12 @@ func checkSliding(e *entry, p *params, now, n int64, r *redlimit.Result) pending
 		case prev > 0:
 			r.ResetAfter = us(start + W - now)
 		}
-		return pending{}
+		return update{}
 	}
 	r.Allowed = true
 	r.Remaining = room - n
 	r.ResetAfter = us(start + 2*W - now)
-	return pending{windows: windowState{index: w, count: cur + n, prev: prev}, expires: start + 2*W}
+	return update{windows: windowState{index: w, count: cur + n, prev: prev}, expires: start + 2*W}
 }
 
 // mulDiv returns floor(a*b/c) and the remainder, for a, b >= 0 and c > 0
@@ -368,7 +368,7 @@ func mulDiv(a, b, c int64) (q, rest int64) {
 	return int64(uq), int64(ur)
 }
 
-func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
+func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) update {
 	// d is how far the theoretical arrival time is ahead of now (0 for a
 	// full bucket). It is at most a tolerance (2^52 µs). After the clock
 	// went back, it is up to 2^53 µs less now; the TAT never goes back.
@@ -379,13 +379,13 @@ func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 	if e != nil && e.bucket.tat > now {
 		d = e.bucket.tat - now
 	}
-	*r = redlimit.Result{Limit: p.burst}
+	*r = redlimit.Result{Max: p.burst}
 	if n > p.burst {
 		// It can never pass, and n*ei could overflow.
 		r.Remaining = max(0, (p.tau-d)/p.ei)
 		r.RetryAfter = redlimit.Never
 		r.ResetAfter = us(d)
-		return pending{}
+		return update{}
 	}
 	// over is due - tau, due being d + n*ei: d - tau is below 2^53 - now,
 	// and n*ei at most tau.
@@ -396,11 +396,11 @@ func checkGCRA(e *entry, p *params, now, n int64, r *redlimit.Result) pending {
 		r.Remaining = max(0, (p.tau-d)/p.ei)
 		r.RetryAfter = us(over)
 		r.ResetAfter = us(d)
-		return pending{}
+		return update{}
 	}
 	due := d + n*p.ei // at most tau
 	r.Allowed = true
 	r.Remaining = (p.tau - due) / p.ei
 	r.ResetAfter = us(due)
-	return pending{expires: now + due}
+	return update{expires: now + due}
 }

@@ -31,7 +31,7 @@ func TestTokenBucketHugeCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		if c.cost > c.limit.Burst {
-			want := redlimit.Result{Limit: c.limit.Burst, Remaining: c.limit.Burst, RetryAfter: redlimit.Never}
+			want := redlimit.Result{Max: c.limit.Burst, Remaining: c.limit.Burst, RetryAfter: redlimit.Never}
 			if r != want {
 				t.Errorf("%s cost %d: %+v, want %+v", c.limit, c.cost, r, want)
 			}
@@ -74,7 +74,7 @@ func TestRemainingAfterLimitChange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Allowed || r.Remaining != 0 || r.Limit != c.after.Max() {
+			if r.Allowed || r.Remaining != 0 || r.Max != c.after.Max() {
 				t.Errorf("%s, cost %d: %+v, want denied with 0 of %d remaining", key, cost, r, c.after.Max())
 			}
 		}
@@ -82,7 +82,7 @@ func TestRemainingAfterLimitChange(t *testing.T) {
 }
 
 // TestRemainingStaysWithinLimit: whatever was consumed under earlier
-// limits, Remaining is in [0, Limit].
+// limits, Remaining is in [0, Max].
 func TestRemainingStaysWithinLimit(t *testing.T) {
 	clock := redlimittest.NewClock(redlimittest.T0)
 	s := newStore(t, memory.WithClock(clock.Now))
@@ -99,8 +99,8 @@ func TestRemainingStaysWithinLimit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Remaining < 0 || r.Remaining > r.Limit {
-				t.Fatalf("%s cost %d (step %d): Remaining %d outside [0, %d]", l, cost, i, r.Remaining, r.Limit)
+			if r.Remaining < 0 || r.Remaining > r.Max {
+				t.Fatalf("%s cost %d (step %d): Remaining %d outside [0, %d]", l, cost, i, r.Remaining, r.Max)
 			}
 			clock.Advance(time.Duration(i%7) * 13 * time.Millisecond)
 		}

@@ -21,7 +21,7 @@ import (
 // when it holds no idle state).
 // It fails, rather than hangs, if no call finishes for stallTimeout, and
 // checks throughout that the store never holds more than its bounds (a
-// decision reserves room before it commits: there is no overshoot), that
+// decision claims room before it commits: there is no overshoot), that
 // exhausted keys are never allowed, and at the end that the store's counts
 // match what it holds, and that no empty slot is left.
 func TestBoundsUnderConcurrency(t *testing.T) {

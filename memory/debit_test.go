@@ -43,7 +43,7 @@ func runDebitSteps(t *testing.T, steps []debitStep) *memory.Store {
 		default:
 			got, err = s.Peek(ctx, "k", st.l, st.cost)
 		}
-		st.want.Limit = st.l.Max()
+		st.want.Max = st.l.Max()
 		if err != nil || got != st.want {
 			t.Errorf("step %d: %s %s cost %d at T0%+v:\n got %+v, %v\nwant %+v", i, st.kind, st.l, st.cost, st.at, got, err, st.want)
 		}

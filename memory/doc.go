@@ -50,7 +50,7 @@
 // Two bounds hold the store. [WithMaxKeys] bounds the states (default
 // [DefaultMaxKeys]). [WithMaxBytes] bounds their estimated memory, keys
 // and sliding logs' buffers included (default [DefaultMaxBytes]). A
-// decision reserves the room it needs before it commits. So the store
+// decision claims the room it needs before it commits. So the store
 // never holds more than either bound, but for debits (below). A decision
 // may make a state, or grow a sliding log's buffer, beyond a bound. The
 // store then evicts. It samples up to 64 keys at random, eight at a time.

@@ -52,13 +52,13 @@ func (r *room) addSlot(sl *slot) {
 	}
 }
 
-// reserve takes need from the store's bounds and reports whether it fit.
-// A decision reserves before it commits, so the store never holds more
+// claim takes need from the store's bounds and reports whether it fit.
+// A decision claims before it commits, so the store never holds more
 // than its bounds (as estimated), whatever the concurrency.
-func (s *Store) reserve(need room) bool { return s.reserveWithin(need, s.max, s.maxBytes) }
+func (s *Store) claim(need room) bool { return s.claimWithin(need, s.max, s.maxBytes) }
 
-// reserveWithin is reserve within the bounds of states and bytes given.
-func (s *Store) reserveWithin(need room, states, bytes int64) bool {
+// claimWithin is claim within the bounds of states and bytes given.
+func (s *Store) claimWithin(need room, states, bytes int64) bool {
 	if need.states > 0 && !take(&s.n, need.states, states) {
 		return false
 	}
@@ -88,15 +88,15 @@ func take(c *atomic.Int64, n, bound int64) bool {
 	}
 }
 
-// settle gives back what a committed decision reserved and did not use:
+// trueUp gives back what a committed decision claimed and did not use:
 // need.bytes is an upper bound of grown.
-func (s *Store) settle(need room, grown int64) {
+func (s *Store) trueUp(need room, grown int64) {
 	if grown != need.bytes {
 		s.bytes.Add(grown - need.bytes)
 	}
 }
 
-// fits reports whether the store has room for need now, as reserve would
+// fits reports whether the store has room for need now, as claim would
 // find it: a need of nothing fits a store that debits took beyond a bound.
 func (s *Store) fits(need room) bool {
 	return (need.states <= 0 || s.n.Load()+need.states <= s.max) && (need.bytes <= 0 || s.bytes.Load()+need.bytes <= s.maxBytes)
@@ -118,7 +118,7 @@ func (s *Store) refuse(res *redlimit.Result, e *entry, now int64, need room, soo
 	if e != nil && e.expires > now {
 		reset = us(e.expires - now)
 	}
-	*res = redlimit.Result{Limit: res.Limit, RetryAfter: retry, ResetAfter: reset}
+	*res = redlimit.Result{Max: res.Max, RetryAfter: retry, ResetAfter: reset}
 }
 
 // evict makes room for need: it samples up to sampleRounds times

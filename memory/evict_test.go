@@ -87,7 +87,7 @@ func TestRefusedRetryAfter(t *testing.T) {
 		}
 	}
 	r, err := s.AllowN(ctx, "new", l, 1)
-	if err != nil || r.Allowed || r.RetryAfter != 750*time.Millisecond || r.Limit != 5 || r.Remaining != 0 {
+	if err != nil || r.Allowed || r.RetryAfter != 750*time.Millisecond || r.Max != 5 || r.Remaining != 0 {
 		t.Fatalf("at the bound: %+v, %v, want refused for 750ms", r, err)
 	}
 	d, err := s.AllowAll(ctx, []redlimit.Request{

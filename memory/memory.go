@@ -34,8 +34,8 @@ const (
 type Store struct {
 	keys      sync.Map     // string → *slot
 	sample    sampler      // the slots that hold states, for eviction
-	n         atomic.Int64 // states held or reserved
-	bytes     atomic.Int64 // their estimated size (size.go), held or reserved
+	n         atomic.Int64 // states held or claimed
+	bytes     atomic.Int64 // their estimated size (size.go), held or claimed
 	refused   atomic.Uint64
 	ids       atomic.Uint64 // the last entry's id
 	max       int64
@@ -336,8 +336,8 @@ func (s *Store) allowSlow(ctx context.Context, key string, limit redlimit.Limit,
 		var need room
 		need.addEntry(e, &p, now, n, false)
 		need.addSlot(sl)
-		if s.reserve(need) {
-			s.settle(need, s.put(sl, e, &p, now, n, w, false))
+		if s.claim(need) {
+			s.trueUp(need, s.put(sl, e, &p, now, n, w, false))
 			s.unlock(sl)
 			return nil
 		}
@@ -461,7 +461,7 @@ func (s *Store) allowAll(ctx context.Context, reqs []redlimit.Request, wrote []w
 		reqs:  reqs,
 		slots: make(map[string]*slot, len(keys)),
 		ps:    make([]params, len(reqs)),
-		ws:    make([]pending, len(reqs)),
+		ws:    make([]update, len(reqs)),
 		units: make([]int64, len(reqs)),
 		d:     redlimit.Decision{Results: make([]redlimit.Result, len(reqs))},
 		wrote: wrote,
@@ -494,7 +494,7 @@ type all struct {
 	reqs  []redlimit.Request
 	slots map[string]*slot
 	ps    []params
-	ws    []pending
+	ws    []update
 	units []int64 // what each request counts; 0: nothing to write
 	d     redlimit.Decision
 	wrote []wrote // nil unless recording for Admit
@@ -538,12 +538,12 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 		case a.d.Results[i].Allowed:
 			a.units[i] = r.Cost
 		default:
-			a.ws[i], a.units[i] = charge(a.entry(i), &a.ps[i], now, r.Cost)
+			a.ws[i], a.units[i] = debitUpdate(a.entry(i), &a.ps[i], now, r.Cost)
 			cutBucket(a.entry(i), &a.ps[i], now, r.Cost)
 		}
 	}
 	need := a.room(now)
-	if !s.reserve(need) {
+	if !s.claim(need) {
 		if !final {
 			return need, now, false, nil
 		}
@@ -567,7 +567,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 			}
 		}
 		need = a.room(now)
-		if !s.reserveWithin(need, s.overMax, s.overBytes) {
+		if !s.claimWithin(need, s.overMax, s.overBytes) {
 			return need, now, true, ErrFull
 		}
 		if refused != 0 {
@@ -587,7 +587,7 @@ func (s *Store) decideAll(a *all, final bool, soonest int64) (room, int64, bool,
 			grown += made
 		}
 	}
-	s.settle(need, grown)
+	s.trueUp(need, grown)
 	// A debit that did not fit answers for the key as it now is, in debt.
 	for i, r := range a.reqs {
 		if r.Debit && (unfit&^refused)&(1<<i) != 0 {
@@ -617,10 +617,10 @@ func (a *all) room(now int64) room {
 	return need
 }
 
-// put commits a check, or a debit's charge, to e in sl, or to a new entry
+// put commits a check's update, or a debit's, to e in sl, or to a new entry
 // if e is nil. It returns how many bytes that added to the store. A
 // debit's commit may merge a sliding log's entries (ring.merge).
-func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w pending, debit bool) int64 {
+func (s *Store) put(sl *slot, e *entry, p *params, now, n int64, w update, debit bool) int64 {
 	var grown int64
 	if e == nil {
 		if sl.head == nil {

@@ -114,7 +114,7 @@ func TestExpiredStatesAreSwept(t *testing.T) {
 // TestSweeperStopsOnClose: the background goroutine ends with Close, and
 // calls after Close fail with ErrClosed.
 func TestSweeperStopsOnClose(t *testing.T) {
-	before := settledGoroutines()
+	before := quietGoroutines()
 	stores := make([]*memory.Store, 20)
 	for i := range stores {
 		s, err := memory.New(memory.WithSweepInterval(time.Millisecond))
@@ -143,9 +143,9 @@ func TestSweeperStopsOnClose(t *testing.T) {
 	}
 }
 
-// settledGoroutines returns the number of goroutines once the goroutines of
+// quietGoroutines returns the number of goroutines once the goroutines of
 // earlier tests, which may still be exiting, are gone (within a second).
-func settledGoroutines() int {
+func quietGoroutines() int {
 	n := runtime.NumGoroutine()
 	for range 100 {
 		time.Sleep(10 * time.Millisecond)
@@ -254,13 +254,13 @@ func TestKnownKeyStillValidates(t *testing.T) {
 	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(5).FixedWindow(), 3); err != nil || r.Remaining != 2 {
 		t.Fatalf("%+v, %v", r, err)
 	}
-	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); err != nil || !r.Allowed || r.Remaining != 0 || r.Limit != 4 {
+	if r, err := s.AllowN(ctx, "count", redlimit.PerSecond(4).FixedWindow(), 1); err != nil || !r.Allowed || r.Remaining != 0 || r.Max != 4 {
 		t.Errorf("after a count change: %+v, %v, want allowed with 0 of 4 remaining", r, err)
 	}
 	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(2), 2); err != nil || !r.Allowed {
 		t.Fatalf("%+v, %v", r, err)
 	}
-	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(3), 1); err != nil || !r.Allowed || r.Limit != 3 {
+	if r, err := s.AllowN(ctx, "burst", redlimit.PerSecond(1).TokenBucket(3), 1); err != nil || !r.Allowed || r.Max != 3 {
 		t.Errorf("after a burst change: %+v, %v, want allowed with a limit of 3", r, err)
 	}
 	// Another failure policy is the same limit to a store.

@@ -13,15 +13,15 @@ var _ redlimit.Queuer = (*Store)(nil)
 // checkQueue is checkGCRA for a request that may wait up to wait µs. One
 // that does not conform now takes the first instant it does. Its TAT
 // moves on beyond the tolerance. It returns the wait too (lua/queue.lua).
-func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pending, int64) {
+func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (update, int64) {
 	w := check(e, p, now, n, r)
 	if r.Allowed || r.RetryAfter == redlimit.Never || r.RetryAfter > us(wait) {
 		return w, 0
 	}
 	over := int64(r.RetryAfter / time.Microsecond)
 	due := over + p.tau
-	*r = redlimit.Result{Allowed: true, Limit: p.burst, ResetAfter: us(due)}
-	return pending{expires: now + due}, over
+	*r = redlimit.Result{Allowed: true, Max: p.burst, ResetAfter: us(due)}
+	return update{expires: now + due}, over
 }
 
 // queued is a request being queued: its maximum wait, then its wait and
@@ -29,7 +29,7 @@ func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (pe
 type queued struct{ wait, delay, tat int64 }
 
 // decide is check, or checkQueue when q is not nil.
-func decide(e *entry, p *params, now, n int64, r *redlimit.Result, q *queued) pending {
+func decide(e *entry, p *params, now, n int64, r *redlimit.Result, q *queued) update {
 	if q == nil {
 		return check(e, p, now, n, r)
 	}

@@ -27,7 +27,7 @@ type wrote struct {
 // record returns what Refund needs of a request an Admit counted in e at
 // now. Its commit gave e the expiry mark. record also returns the bytes it
 // added to e. A token bucket's admission gives the bucket a refundable
-// record if it has none. The room for it was reserved (sizeAfter).
+// record if it has none. The room for it was claimed (sizeAfter).
 func record(e *entry, now, mark int64, debit bool) (wrote, int64) {
 	w := wrote{id: e.id, mark: mark}
 	var made int64
@@ -85,7 +85,7 @@ const maxGiven = 1 << 52
 
 // cutBucket starts a new epoch of e's refundable record, if it has one.
 // It does so when a debit of n at now that does not fit reaches the debt
-// bound (charge). The debit then writes a TAT that a smaller cost before
+// bound (debitUpdate). The debit then writes a TAT that a smaller cost before
 // it would not have changed, or none.
 func cutBucket(e *entry, p *params, now, n int64) {
 	if p.alg != redlimit.TokenBucket || e == nil || e.bucket.rec == nil {

@@ -160,12 +160,12 @@ func TestLogRefundLeavesNoEmptyEntry(t *testing.T) {
 		want redlimit.Result
 	}{
 		// Only the 8 units at 0 ms are left: they set both times.
-		{60, 5, redlimit.Result{Limit: 10, Remaining: 2, RetryAfter: 40 * time.Millisecond, ResetAfter: 40 * time.Millisecond}},
+		{60, 5, redlimit.Result{Max: 10, Remaining: 2, RetryAfter: 40 * time.Millisecond, ResetAfter: 40 * time.Millisecond}},
 		// The clock steps back: the request is stamped at 10 ms, after the
 		// newest entry left (0 ms), not at the emptied one's 20 ms.
-		{10, 2, redlimit.Result{Allowed: true, Limit: 10, ResetAfter: 100 * time.Millisecond}},
+		{10, 2, redlimit.Result{Allowed: true, Max: 10, ResetAfter: 100 * time.Millisecond}},
 		// At 112 ms every unit has expired.
-		{112, 10, redlimit.Result{Allowed: true, Limit: 10, ResetAfter: 100 * time.Millisecond}},
+		{112, 10, redlimit.Result{Allowed: true, Max: 10, ResetAfter: 100 * time.Millisecond}},
 	}
 	for _, st := range steps {
 		at(st.at)

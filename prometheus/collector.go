@@ -24,14 +24,14 @@ type Options struct {
 // Options.Observer, then call [Collector.Watch] with the Limiter for the
 // reconciliation's counts. A Collector is safe for concurrent use.
 type Collector struct {
-	decisions [2][redlimit.Undecided + 1]prometheus.Counter // by outcome (0 denied, 1 allowed) and source
+	decisions [2][redlimit.Undecided + 1]prometheus.Counter // by allowance (0 denied, 1 allowed) and source
 	storeTime prometheus.Histogram
 	storeErrs prometheus.Counter
 	changes   *prometheus.CounterVec
 	state     atomic.Int32 // index in breakerStates
 	limiter   atomic.Pointer[resilient.Limiter]
 
-	stateDesc, pendingDesc, unitsDesc *prometheus.Desc
+	stateDesc, owedDesc, unitsDesc *prometheus.Desc
 }
 
 var (
@@ -70,15 +70,15 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		}, []string{"from", "to"}),
 		stateDesc: prometheus.NewDesc("redlimit_breaker_state",
 			"1 for the circuit breaker's current state.", []string{"state"}, labels),
-		pendingDesc: prometheus.NewDesc("redlimit_reconcile_pending",
+		owedDesc: prometheus.NewDesc("redlimit_reconcile_pending",
 			"States whose units counted locally during an outage wait to be charged to the store.", nil, labels),
 		unitsDesc: prometheus.NewDesc("redlimit_reconcile_units_total",
-			"Units counted locally during an outage, by what became of them: charged (the store confirmed), unconfirmed (a try whose outcome is unknown), dropped (not recorded: the bound was reached), expired (not charged: their period passed).",
+			"Units counted locally during an outage, by what became of them: charged (the store confirmed), unconfirmed (a try not known to be counted), dropped (not recorded: the bound was reached), expired (not charged: their period passed).",
 			[]string{"result"}, labels),
 	}
-	for outcome := range c.decisions {
-		for src := range c.decisions[outcome] {
-			c.decisions[outcome][src] = decisions.WithLabelValues([...]string{"denied", "allowed"}[outcome], redlimit.Source(src).String())
+	for ok := range c.decisions {
+		for src := range c.decisions[ok] {
+			c.decisions[ok][src] = decisions.WithLabelValues([...]string{"denied", "allowed"}[ok], redlimit.Source(src).String())
 		}
 	}
 	c.changes.WithLabelValues("closed", "open") // visible from the start
@@ -96,12 +96,12 @@ func (c *Collector) Watch(l *resilient.Limiter) { c.limiter.Store(l) }
 
 // Decided implements [resilient.Observer].
 func (c *Collector) Decided(allowed bool, source redlimit.Source) {
-	outcome := 0
+	ok := 0
 	if allowed {
-		outcome = 1
+		ok = 1
 	}
-	if int(source) < len(c.decisions[outcome]) {
-		c.decisions[outcome][source].Inc()
+	if int(source) < len(c.decisions[ok]) {
+		c.decisions[ok][source].Inc()
 	}
 }
 
@@ -127,7 +127,7 @@ func (c *Collector) BreakerChanged(from, to string, _ error) {
 // scrape.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.stateDesc
-	ch <- c.pendingDesc
+	ch <- c.owedDesc
 	ch <- c.unitsDesc
 }
 
@@ -148,7 +148,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	r := l.Reconciliation()
-	ch <- prometheus.MustNewConstMetric(c.pendingDesc, prometheus.GaugeValue, float64(r.Pending))
+	ch <- prometheus.MustNewConstMetric(c.owedDesc, prometheus.GaugeValue, float64(r.Owed))
 	for _, u := range []struct {
 		result string
 		units  int64

@@ -144,7 +144,7 @@ func TestCollectorThroughHTTP(t *testing.T) {
 		t.Errorf("store errors = %v, want at least 1", got)
 	}
 	if got := value(t, reg, "redlimit_reconcile_pending"); got < 1 {
-		t.Errorf("reconcile pending = %v, want the states the fallback admitted", got)
+		t.Errorf("reconcile owed = %v, want the states the fallback admitted", got)
 	}
 	// Every series is well formed (the pedantic registry checks them).
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {

@@ -114,17 +114,17 @@ func TestFieldsRoundTrip(t *testing.T) {
 		policy string
 		rl     string
 	}{
-		{redlimit.PerMinute(100), redlimit.Result{Allowed: true, Limit: 100, Remaining: 42, ResetAfter: 16*time.Second + time.Millisecond},
+		{redlimit.PerMinute(100), redlimit.Result{Allowed: true, Max: 100, Remaining: 42, ResetAfter: 16*time.Second + time.Millisecond},
 			`"peruser";q=100;w=60`, `"peruser";r=42;t=17`},
-		{redlimit.PerSecond(10).TokenBucket(20), redlimit.Result{Allowed: true, Limit: 20, Remaining: 19, ResetAfter: 100 * time.Millisecond},
+		{redlimit.PerSecond(10).TokenBucket(20), redlimit.Result{Allowed: true, Max: 20, Remaining: 19, ResetAfter: 100 * time.Millisecond},
 			`"peruser";q=10;w=1`, `"peruser";r=19;t=1`},
-		{redlimit.Per(5, 200*time.Millisecond).SlidingLog(), redlimit.Result{Allowed: false, Limit: 5, RetryAfter: 150 * time.Millisecond, ResetAfter: 190 * time.Millisecond},
+		{redlimit.Per(5, 200*time.Millisecond).SlidingLog(), redlimit.Result{Allowed: false, Max: 5, RetryAfter: 150 * time.Millisecond, ResetAfter: 190 * time.Millisecond},
 			`"peruser";q=5`, `"peruser";r=0;t=1`},
-		{redlimit.PerHour(3), redlimit.Result{Allowed: false, Limit: 3, RetryAfter: 20 * time.Minute, ResetAfter: time.Hour},
+		{redlimit.PerHour(3), redlimit.Result{Allowed: false, Max: 3, RetryAfter: 20 * time.Minute, ResetAfter: time.Hour},
 			`"peruser";q=3;w=3600`, `"peruser";r=0;t=1200`},
-		{redlimit.PerHour(3), redlimit.Result{Allowed: false, Limit: 3, RetryAfter: redlimit.Never},
+		{redlimit.PerHour(3), redlimit.Result{Allowed: false, Max: 3, RetryAfter: redlimit.Never},
 			`"peruser";q=3;w=3600`, `"peruser";r=0`},
-		{redlimit.PerDay(3), redlimit.Result{Allowed: true, Limit: 3, Remaining: 3},
+		{redlimit.PerDay(3), redlimit.Result{Allowed: true, Max: 3, Remaining: 3},
 			`"peruser";q=3;w=86400`, `"peruser";r=3;t=0`},
 	}
 	for _, tt := range tests {

@@ -42,8 +42,8 @@ func TestFieldsNeverTellEarly(t *testing.T) {
 		return s >= 0 && (s > math.MaxInt64/int64(time.Second) || time.Duration(s)*time.Second >= d)
 	}
 	for range 20000 {
-		res := redlimit.Result{Allowed: rng.IntN(2) == 0, Limit: 1 + rng.Int64N(redlimit.MaxCount)}
-		res.Remaining = rng.Int64N(res.Limit + 1)
+		res := redlimit.Result{Allowed: rng.IntN(2) == 0, Max: 1 + rng.Int64N(redlimit.MaxCount)}
+		res.Remaining = rng.Int64N(res.Max + 1)
 		res.ResetAfter = randomDuration(rng)
 		wait := res.ResetAfter
 		if !res.Allowed {
@@ -56,7 +56,7 @@ func TestFieldsNeverTellEarly(t *testing.T) {
 		}
 		for _, style := range []ratelimitfield.Style{ratelimitfield.All, ratelimitfield.Envoy} {
 			got := map[string]string{}
-			style.Write([]ratelimitfield.Quota{{Name: "q", Limit: redlimit.PerSecond(res.Limit), Result: res}},
+			style.Write([]ratelimitfield.Quota{{Name: "q", Limit: redlimit.PerSecond(res.Max), Result: res}},
 				func(name, value string) { got[name] = value })
 			resets := []string{ratelimitfield.HeaderXRateLimitReset}
 			if style == ratelimitfield.Envoy {

@@ -26,7 +26,7 @@ type Quota struct {
 // order. The other fields describe the tightest quota
 // ([redlimit.Tightest]):
 //   - RateLimit: as [ServiceLimitOf] has it;
-//   - X-RateLimit-Limit: its Result.Limit;
+//   - X-RateLimit-Limit: its Result.Max;
 //   - the Envoy style's RateLimit-Limit: its Limit.Count;
 //   - the remaining and reset fields: its ServiceLimit's. The reset is
 //     left out when it has none.
@@ -55,7 +55,7 @@ func (s Style) Write(quotas []Quota, set func(name, value string)) {
 		set(HeaderRateLimit, sl.String())
 	}
 	if s.x() {
-		set(HeaderXRateLimitLimit, strconv.FormatInt(q.Result.Limit, 10))
+		set(HeaderXRateLimitLimit, strconv.FormatInt(q.Result.Max, 10))
 		set(HeaderXRateLimitRemaining, remaining)
 		if hasReset {
 			set(HeaderXRateLimitReset, reset)

@@ -15,15 +15,15 @@ import (
 func TestWrite(t *testing.T) {
 	t.Parallel()
 	user := ratelimitfield.Quota{Name: "user", Limit: redlimit.PerHour(10),
-		Result: redlimit.Result{Allowed: true, Limit: 10, Remaining: 8, ResetAfter: 12 * time.Minute}}
+		Result: redlimit.Result{Allowed: true, Max: 10, Remaining: 8, ResetAfter: 12 * time.Minute}}
 	login := ratelimitfield.Quota{Name: "login", Limit: redlimit.PerMinute(2).SlidingLog(),
-		Result: redlimit.Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 59*time.Second + time.Millisecond}}
+		Result: redlimit.Result{Allowed: true, Max: 2, Remaining: 0, ResetAfter: 59*time.Second + time.Millisecond}}
 	denied := login
-	denied.Result = redlimit.Result{Limit: 2, RetryAfter: 30 * time.Second, ResetAfter: time.Minute}
+	denied.Result = redlimit.Result{Max: 2, RetryAfter: 30 * time.Second, ResetAfter: time.Minute}
 	never := login
-	never.Result = redlimit.Result{Limit: 2, RetryAfter: redlimit.Never, ResetAfter: time.Minute}
+	never.Result = redlimit.Result{Max: 2, RetryAfter: redlimit.Never, ResetAfter: time.Minute}
 	bucket := ratelimitfield.Quota{Name: "tb", Limit: redlimit.PerSecond(10).TokenBucket(20),
-		Result: redlimit.Result{Allowed: true, Limit: 20, Remaining: 0, ResetAfter: 2 * time.Second}}
+		Result: redlimit.Result{Allowed: true, Max: 20, Remaining: 0, ResetAfter: 2 * time.Second}}
 	for _, tt := range []struct {
 		style  ratelimitfield.Style
 		quotas []ratelimitfield.Quota
@@ -113,8 +113,8 @@ func TestRetryAfter(t *testing.T) {
 // fields: here a map standing in for HTTP headers or gRPC metadata.
 func ExampleStyle_Write() {
 	quotas := []ratelimitfield.Quota{
-		{Name: "ip", Limit: redlimit.PerSecond(10), Result: redlimit.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}},
-		{Name: "key", Limit: redlimit.PerMinute(1000), Result: redlimit.Result{Allowed: true, Limit: 1000, Remaining: 20, ResetAfter: time.Minute}},
+		{Name: "ip", Limit: redlimit.PerSecond(10), Result: redlimit.Result{Allowed: true, Max: 10, Remaining: 9, ResetAfter: time.Second}},
+		{Name: "key", Limit: redlimit.PerMinute(1000), Result: redlimit.Result{Allowed: true, Max: 1000, Remaining: 20, ResetAfter: time.Minute}},
 	}
 	ratelimitfield.Draft.Write(quotas, func(name, value string) { fmt.Printf("%s: %s\n", name, value) })
 	// Output:

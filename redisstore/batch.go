@@ -91,7 +91,7 @@ type batcher struct {
 	inflight  int // calls in flight or about to be sent: 0, 1 or 2
 	flying    int // the decisions in those calls
 	returning int // decisions answered that may come back: their callers' next decisions (see early)
-	queue     []*pending
+	queue     []*entry
 	waiting   int // the decisions in queue not cancelled
 }
 
@@ -105,9 +105,9 @@ func (b *batcher) early() bool {
 	return b.waiting >= b.flying+b.returning
 }
 
-// pending is one decision waiting for a batch: of one limit (AllowN, Peek)
+// entry is one decision waiting for a batch: of one limit (AllowN, Peek)
 // or of several (AllowAll, one hash tag).
-type pending struct {
+type entry struct {
 	ctx   context.Context
 	op    string           // opAllow or opPeek; opAllow for several limits
 	req   redlimit.Request // one limit
@@ -116,33 +116,33 @@ type pending struct {
 	keys  []string      // several limits (reqs not nil): their Redis keys, one hash tag
 	slot  int           // the Cluster slot of the keys
 	state int           // queued, sent or cancelled; under the batcher's mu
-	out   outcome       // the answer, filled by the call that decides it
-	done  chan struct{} // sent on once out is filled; a channel of outcomes would allocate more
-	// pooled: from pendings (newPendingOne), given back by decide once
+	out   entryReply    // the answer, filled by the call that decides it
+	done  chan struct{} // sent on once out is filled; a channel of replies would allocate more
+	// pooled: from entryPool (newEntryOne), given back by decide once
 	// its caller has the answer and nothing holds it any more.
 	pooled bool
 }
 
-// pendings keeps single-limit pendings, with their done channels, between
+// entryPool keeps single-limit entries, with their done channels, between
 // decisions, so a decision allocates neither.
-var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
+var entryPool = sync.Pool{New: func() any { return &entry{done: make(chan struct{}, 1)} }}
 
-// answered returns p's outcome, once its call has sent on done (which it
-// does last: the call is done with p), and gives p back to pendings.
-func (p *pending) answered() outcome {
+// answered returns p's reply, once its call has sent on done (which it
+// does last: the call is done with p), and gives p back to entryPool.
+func (p *entry) answered() entryReply {
 	o := p.out
 	release(p)
 	return o
 }
 
-// release gives p back to pendings if it came from there. Only once no
+// release gives p back to entryPool if it came from there. Only once no
 // one holds p: its caller has the answer from done (or decided it itself)
 // and it is in no queue and no call.
-func release(p *pending) {
+func release(p *entry) {
 	if p.pooled {
 		done := p.done
-		*p = pending{done: done}
-		pendings.Put(p)
+		*p = entry{done: done}
+		entryPool.Put(p)
 	}
 }
 
@@ -152,9 +152,9 @@ const (
 	cancelled
 )
 
-// outcome is a decision's answer: res for one limit, results for several,
+// entryReply is a decision's answer: res for one limit, results for several,
 // at the time (µs) it was decided at; or the error of its call.
-type outcome struct {
+type entryReply struct {
 	res     redlimit.Result
 	results []redlimit.Result
 	at      int64
@@ -162,7 +162,7 @@ type outcome struct {
 }
 
 // size is roughly what p adds to a batch call, in bytes.
-func (p *pending) size() int {
+func (p *entry) size() int {
 	if p.reqs == nil {
 		return len(p.key) + 48
 	}
@@ -174,20 +174,20 @@ func (p *pending) size() int {
 }
 
 // limits is how many limits p decides.
-func (p *pending) limits() int {
+func (p *entry) limits() int {
 	if p.reqs == nil {
 		return 1
 	}
 	return len(p.reqs)
 }
 
-// newPending returns the pending decision of op on reqs (AllowAll's,
+// newEntry returns the entry of the decision of op on reqs (AllowAll's,
 // opAllow, when several or a debit), whose Redis keys share one slot.
-func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Request) *pending {
+func (s *Store) newEntry(ctx context.Context, op string, reqs []redlimit.Request) *entry {
 	if len(reqs) == 1 && !reqs[0].Debit {
-		return s.newPendingOne(ctx, op, reqs[0])
+		return s.newEntryOne(ctx, op, reqs[0])
 	}
-	p := &pending{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
+	p := &entry{ctx: ctx, op: op, reqs: reqs, keys: make([]string, len(reqs)), done: make(chan struct{}, 1)}
 	for i, r := range reqs {
 		p.keys[i] = s.key(hashTag(r.Key), r.Limit)
 	}
@@ -198,21 +198,21 @@ func (s *Store) newPending(ctx context.Context, op string, reqs []redlimit.Reque
 	return p
 }
 
-// newPendingOne is newPending of the one request r, not a debit, as AllowN
+// newEntryOne is newEntry of the one request r, not a debit, as AllowN
 // and Peek make it. It allocates no slice of one request. It comes from
-// pendings; batcher.decide gives it back once answered.
-func (s *Store) newPendingOne(ctx context.Context, op string, r redlimit.Request) *pending {
-	p := pendings.Get().(*pending)
-	*p = pending{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
+// entryPool; batcher.decide gives it back once answered.
+func (s *Store) newEntryOne(ctx context.Context, op string, r redlimit.Request) *entry {
+	p := entryPool.Get().(*entry)
+	*p = entry{ctx: ctx, op: op, req: r, key: s.key(hashTag(r.Key), r.Limit), done: p.done, pooled: true}
 	if s.batches.slots != nil || s.batches.nodes != nil {
 		p.slot = keySlot(p.key)
 	}
 	return p
 }
 
-// decide decides p through b and returns its outcome, by the end of p's
+// decide decides p through b and returns its reply, by the end of p's
 // context whatever the client library does.
-func (b *batcher) decide(p *pending) outcome {
+func (b *batcher) decide(p *entry) entryReply {
 	ctx := p.ctx
 	b.mu.Lock()
 	b.returning = max(b.returning-1, 0)
@@ -234,7 +234,7 @@ func (b *batcher) decide(p *pending) outcome {
 	} else {
 		b.queue = append(b.queue, p)
 		b.waiting++
-		var early []*pending
+		var early []*entry
 		if b.inflight == 1 && b.early() {
 			early = b.takeLocked(nil)
 			b.inflight++
@@ -275,7 +275,7 @@ func (b *batcher) decide(p *pending) outcome {
 	// Sent and not answered yet: the batch goes on for the others, and
 	// this decision may or may not be applied, as a call of its own
 	// cancelled in flight.
-	return outcome{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
+	return entryReply{err: fmt.Errorf("redisstore: %s: %w", p.op, ctx.Err())}
 }
 
 // dropCancelledLocked takes the given-up decisions out of the queue once
@@ -284,7 +284,7 @@ func (b *batcher) decide(p *pending) outcome {
 // amortized O(1). b.mu is held.
 func (b *batcher) dropCancelledLocked() {
 	if len(b.queue) > 2*b.waiting {
-		b.queue = slices.DeleteFunc(b.queue, func(p *pending) bool { return p.state == cancelled })
+		b.queue = slices.DeleteFunc(b.queue, func(p *entry) bool { return p.state == cancelled })
 	}
 }
 
@@ -306,8 +306,8 @@ const maxRunners = 16
 // not nil, then batch, then every batch that queues meanwhile.
 type batchRun struct {
 	b     *batcher
-	alone *pending
-	batch []*pending
+	alone *entry
+	batch []*entry
 }
 
 func (r batchRun) run() {
@@ -338,10 +338,10 @@ func (b *batcher) answeredLocked(n int) {
 // caller to send, reusing buf. It returns nil when nothing waits, or too
 // little to go beside another call in flight (see batcher). The call then
 // gives up its place in flight.
-func (b *batcher) take(buf []*pending, answered int) []*pending {
+func (b *batcher) take(buf []*entry, answered int) []*entry {
 	b.mu.Lock()
 	b.answeredLocked(answered)
-	var batch []*pending
+	var batch []*entry
 	if b.inflight == 1 || b.early() {
 		batch = b.takeLocked(buf)
 	}
@@ -356,7 +356,7 @@ func (b *batcher) take(buf []*pending, answered int) []*pending {
 
 // takeLocked returns the next batch from the queue, in arrival order,
 // within the caps, reusing buf; or nil when nothing waits. b.mu is held.
-func (b *batcher) takeLocked(buf []*pending) []*pending {
+func (b *batcher) takeLocked(buf []*entry) []*entry {
 	batch := buf[:0]
 	bytes, limits := 0, 0
 	i := 0
@@ -385,7 +385,7 @@ func (b *batcher) takeLocked(buf []*pending) []*pending {
 
 // run sends batch, then every batch that queues meanwhile, until the queue
 // is empty.
-func (b *batcher) run(batch []*pending) {
+func (b *batcher) run(batch []*entry) {
 	for batch != nil {
 		b.send(batch)
 		clear(batch)
@@ -398,7 +398,7 @@ func (b *batcher) run(batch []*pending) {
 // more calls (see pernode.go). No caller cancels the call's context: a
 // caller that gives up must not lose the others' decisions. The context
 // has the latest of the callers' deadlines, if each has one.
-func (b *batcher) send(batch []*pending) {
+func (b *batcher) send(batch []*entry) {
 	ctx := context.WithoutCancel(batch[0].ctx)
 	var latest time.Time
 	for _, p := range batch {
@@ -437,8 +437,8 @@ func (b *batcher) send(batch []*pending) {
 // them (lua/batch.lua). Decisions on different keys commute at one
 // instant. A decision of several limits stays where it is, and so
 // does every decision relative to it.
-func sortRuns(batch []*pending) {
-	byKey := func(x, y *pending) int { return strings.Compare(x.key, y.key) }
+func sortRuns(batch []*entry) {
+	byKey := func(x, y *entry) int { return strings.Compare(x.key, y.key) }
 	from := 0
 	for i, p := range batch {
 		if p.reqs != nil {
@@ -450,10 +450,10 @@ func sortRuns(batch []*pending) {
 }
 
 // decideAlone decides p alone, a batch of one, at the time at (ARGV[2]).
-func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome {
-	one := [1]*pending{p}
+func (s *Store) decideAlone(ctx context.Context, p *entry, at string) entryReply {
+	one := [1]*entry{p}
 	if err := s.decideBatch(ctx, one[:], at, ""); err != nil {
-		return outcome{err: err}
+		return entryReply{err: err}
 	}
 	return p.out
 }
@@ -466,9 +466,9 @@ func (s *Store) decideAlone(ctx context.Context, p *pending, at string) outcome 
 // pernode.go). The error is the call's, or ErrBadReply for a reply that
 // is not one for this batch. Such a reply may have filled some outs; the
 // caller gives each the error (setErr).
-func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node string) error {
+func (s *Store) decideBatch(ctx context.Context, batch []*entry, at, node string) error {
 	w := s.newWire()
-	w.pendings(batch)
+	w.addEntries(batch)
 	keys, args := w.args(at, s.margin, node != "")
 	var v []int64
 	var err error
@@ -490,8 +490,8 @@ func (s *Store) decideBatch(ctx context.Context, batch []*pending, at, node stri
 	return nil
 }
 
-// pendings adds the decisions of batch to w, in order.
-func (w *wire) pendings(batch []*pending) {
+// addEntries adds the decisions of batch to w, in order.
+func (w *wire) addEntries(batch []*entry) {
 	for _, p := range batch {
 		switch {
 		case p.reqs != nil:
@@ -507,7 +507,7 @@ func (w *wire) pendings(batch []*pending) {
 // batchReply fills the outs of batch, sent as w, from the batch script's
 // reply v. It reports whether v was such a reply: each value where it is
 // expected, and no more.
-func batchReply(batch []*pending, w *wire, v []int64) bool {
+func batchReply(batch []*entry, w *wire, v []int64) bool {
 	r, ok := readReply(v)
 	if !ok {
 		return false
@@ -521,7 +521,7 @@ func batchReply(batch []*pending, w *wire, v []int64) bool {
 		if f := r.next(); f != 0 {
 			err := entryError(p.op, f)
 			for _, q := range batch[i : i+m] {
-				q.out = outcome{at: r.now, err: err}
+				q.out = entryReply{at: r.now, err: err}
 			}
 			i += m
 			continue
@@ -531,7 +531,7 @@ func batchReply(batch []*pending, w *wire, v []int64) bool {
 			if x == nil {
 				return false
 			}
-			p.out = outcome{at: r.now, results: make([]redlimit.Result, len(p.reqs))}
+			p.out = entryReply{at: r.now, results: make([]redlimit.Result, len(p.reqs))}
 			for j, q := range p.reqs {
 				p.out.results[j] = result(q, x[4*j:4*j+4])
 			}
@@ -540,7 +540,7 @@ func batchReply(batch []*pending, w *wire, v []int64) bool {
 		}
 		run, now := batch[i:i+m], r.now
 		r.decisions(m, func(j int, allowed bool, rem, retry, reset int64) {
-			run[j].out = outcome{at: now, res: resultOf(run[j].req, allowed, rem, retry, reset)}
+			run[j].out = entryReply{at: now, res: resultOf(run[j].req, allowed, rem, retry, reset)}
 		})
 		i += m
 	}

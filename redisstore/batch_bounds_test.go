@@ -493,7 +493,7 @@ func TestSlidingLogTrimBoundedPerCall(t *testing.T) {
 // (runs of one key, put together by the store from concurrent calls) on a
 // log that already holds live entries at 100 earlier instants. At one
 // instant the decisions' order is the batches', unknown here, but the
-// outcome is bounded: the admitted costs sum to at most the count, every
+// decisions are bounded: the admitted costs sum to at most the count, every
 // denial and peek saw no fewer units than there were at the start nor
 // more than at the end, and a denial of cost n means the end's remaining
 // is below n. The log written is then the memory store's after the same

@@ -36,7 +36,7 @@ func pipelinedStore(t *testing.T) (*redistest.Server, *redisstore.Store) {
 // server) with both calls of the batcher in flight, many callers with
 // short deadlines queue and give up. Each returns its context's error
 // promptly, and the queue holds no more than those still waiting (given
-// up ones once held every caller's pending, context and request, until a
+// up ones once held every caller's entry, context and request, until a
 // call in flight answered). When Redis resumes, the two callers in flight
 // get their answers, and nothing a caller gave up is counted: it was
 // never sent.

@@ -18,8 +18,8 @@ import (
 func TestBatchReplyRefusesMalformed(t *testing.T) {
 	l := redlimit.PerMinute(10).FixedWindow()
 	one := redlimit.Request{Key: "a", Limit: l, Cost: 2}
-	batch := func() []*pending {
-		return []*pending{
+	batch := func() []*entry {
+		return []*entry{
 			{req: one, key: "a"},
 			{req: one, key: "b"}, {req: one, key: "b"}, {req: one, key: "b"},
 			{reqs: []redlimit.Request{one, one}},
@@ -69,7 +69,7 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 			// Entries: a decision, a run of 3, several. No entry failed:
 			// the reply ends with 0.
 			var w wire
-			w.pendings(b)
+			w.addEntries(b)
 			if got := batchReply(b, &w, append(append([]int64{99}, tc.v...), 0)); got != tc.ok {
 				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
 			}
@@ -77,7 +77,7 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 				return
 			}
 			for i, want := range tc.run {
-				want.Limit = 10
+				want.Max = 10
 				if got := b[1+i].out.res; got != want || b[1+i].out.at != 99 {
 					t.Errorf("decision %d of the run: %+v at %d, want %+v", i, got, b[1+i].out.at, want)
 				}
@@ -95,8 +95,8 @@ func TestBatchReplyRefusesMalformed(t *testing.T) {
 func TestBatchReplyKeyFailures(t *testing.T) {
 	l := redlimit.PerMinute(10).FixedWindow()
 	one := redlimit.Request{Key: "a", Limit: l, Cost: 2}
-	batch := func() []*pending {
-		return []*pending{
+	batch := func() []*entry {
+		return []*entry{
 			{req: one, key: "a", op: opAllow},
 			{req: one, key: "b", op: opAllow}, {req: one, key: "b", op: opAllow},
 			{reqs: []redlimit.Request{one, one}, op: opAllow},
@@ -121,7 +121,7 @@ func TestBatchReplyKeyFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := batch()
 			var w wire
-			w.pendings(b)
+			w.addEntries(b)
 			if got := batchReply(b, &w, append([]int64{99}, tc.v...)); got != tc.ok {
 				t.Fatalf("batchReply = %v, want %v", got, tc.ok)
 			}

@@ -668,7 +668,7 @@ func answersNeverCross(t *testing.T, s *redisstore.Store, pause func()) {
 					var d redlimit.Decision
 					d, err = s.AllowAll(ctx, []redlimit.Request{{Key: key, Limit: l, Cost: cost}, {Key: "second", Limit: second, Cost: 1}})
 					if err == nil {
-						if r2 := d.Results[1]; r2.Limit != second.Max() || r2.Remaining < 0 || r2.Remaining > second.Max() || r2.Allowed && r2.ResetAfter != second.Period {
+						if r2 := d.Results[1]; r2.Max != second.Max() || r2.Remaining < 0 || r2.Remaining > second.Max() || r2.Allowed && r2.ResetAfter != second.Period {
 							t.Errorf("worker %d, call %d: second limit %+v: another caller's answer", w, i, r2)
 							cancel()
 							return
@@ -684,7 +684,7 @@ func answersNeverCross(t *testing.T, s *redisstore.Store, pause func()) {
 					continue
 				}
 				answered.Add(1)
-				if r.Limit != l.Max() || r.Remaining < 0 || r.Remaining > l.Max() || r.Allowed && r.ResetAfter != l.Period {
+				if r.Max != l.Max() || r.Remaining < 0 || r.Remaining > l.Max() || r.Allowed && r.ResetAfter != l.Period {
 					t.Errorf("worker %d (%s, %s), call %d: %+v: another caller's answer", w, key, l, i, r)
 					return
 				}

@@ -89,7 +89,7 @@ func TestOverflowAtBounds(t *testing.T) {
 						w.clock.Advance(k.after)
 						got := w.allow("k", c.limit, k.cost, false)
 						want := k.want
-						want.Limit = c.limit.Max()
+						want.Max = c.limit.Max()
 						if got != want {
 							w.fatalf("call %d: %s cost %d:\n got %+v\nwant %+v", i, c.limit, k.cost, got, want)
 						}

@@ -125,7 +125,7 @@ func runDebitSteps(t *testing.T, name string, start time.Time, l redlimit.Limit,
 				k.clock.Advance(st.after)
 				got := k.decide("k", l, st.cost, st.debit)
 				want := st.want
-				want.Limit = l.Max()
+				want.Max = l.Max()
 				if got != want {
 					kind := "admission"
 					if st.debit {
@@ -340,7 +340,7 @@ func TestDebitSaturation(t *testing.T) {
 					}
 				}
 				res := func(ok bool, rem int64, retry, reset int64) redlimit.Result {
-					r := redlimit.Result{Allowed: ok, Limit: redlimit.MaxCount, Remaining: rem, RetryAfter: time.Duration(retry) * us, ResetAfter: time.Duration(reset) * us}
+					r := redlimit.Result{Allowed: ok, Max: redlimit.MaxCount, Remaining: rem, RetryAfter: time.Duration(retry) * us, ResetAfter: time.Duration(reset) * us}
 					if retry < 0 {
 						r.RetryAfter = redlimit.Never
 					}
@@ -372,7 +372,7 @@ func TestDebitSaturation(t *testing.T) {
 				sl := redlimit.Per(redlimit.MaxLogCount, redlimit.MaxPeriod).SlidingLog()
 				logRes := func(retry, reset int64) redlimit.Result {
 					r := res(false, 0, retry, reset)
-					r.Limit = redlimit.MaxLogCount
+					r.Max = redlimit.MaxLogCount
 					return r
 				}
 				check("log, first", k.decide("k", sl, maxCost, true), logRes(-1, W))
@@ -398,7 +398,7 @@ func TestDebitSaturation(t *testing.T) {
 				one := redlimit.Per(1, redlimit.MaxPeriod).TokenBucket(1)
 				oneRes := func(retry, reset int64) redlimit.Result {
 					r := res(false, 0, retry, reset)
-					r.Limit = 1
+					r.Max = 1
 					return r
 				}
 				check("slow bucket", k.decide("slow", one, maxCost, true), oneRes(-1, 2*W))

@@ -154,7 +154,7 @@ func TestDifferential(t *testing.T) {
 					}
 				}
 			}
-			// Both outcomes must have been compared many times.
+			// Both answers must have been compared many times.
 			if allowed < 300 || denied < 300 || back < 50 && !d.cluster {
 				t.Errorf("seed %d: only %d allowed and %d denied single decisions, %d steps back", seed, allowed, denied, back)
 			}

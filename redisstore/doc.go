@@ -181,7 +181,7 @@
 // entries.
 //
 // [Store.DebitOnce] counts a debit at most once per idempotency id. So a
-// debit whose call failed with an unknown outcome can be sent again
+// debit whose call failed, not known to have run, can be sent again
 // (lua/once.lua). The script that counts it also writes a marker key,
 //
 //	prefix{identifier}:alg:period:once:id

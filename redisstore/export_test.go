@@ -102,13 +102,13 @@ func (s *Store) DecideMixedBatch(ctx context.Context, ds [][]redlimit.Request, p
 
 // DecideMixedBatchEach is DecideMixedBatch with each decision's error.
 func (s *Store) DecideMixedBatchEach(ctx context.Context, ds [][]redlimit.Request, peek []bool, onNode bool) ([][]redlimit.Result, []error) {
-	batch := make([]*pending, len(ds))
+	batch := make([]*entry, len(ds))
 	for i, reqs := range ds {
 		op := opAllow
 		if peek != nil && peek[i] {
 			op = opPeek
 		}
-		batch[i] = s.newPending(ctx, op, reqs)
+		batch[i] = s.newEntry(ctx, op, reqs)
 	}
 	node := ""
 	if onNode {

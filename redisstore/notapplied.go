@@ -5,5 +5,5 @@ package redisstore
 // keys share a slot. Redis refused it (BUSY, LOADING, CLUSTERDOWN, MOVED,
 // ...), or no connection could be made. Making such a call again cannot
 // count it twice. A timeout, or a connection lost after the call was sent,
-// leaves the outcome unknown: false.
+// leaves unknown whether it ran: false.
 func (s *Store) NotApplied(err error) bool { return notApplied(err) }

@@ -38,8 +38,8 @@ func onceTTL(l redlimit.Limit) time.Duration {
 // its id. The marker is a key beside the limit's key, with the same hash
 // tag, so in the same Cluster slot. It lives twice the limit's period,
 // and at least a minute, plus [WithTTLMargin]'s margin. A call with its
-// id in that time counts nothing. A debit whose call failed with an
-// unknown outcome (a timeout, a reply lost with its connection) can thus
+// id in that time counts nothing. A debit whose call failed, not known
+// to have run (a timeout, a reply lost with its connection) can thus
 // be sent again with its id. It is counted once.
 //
 // The Result is the debit's (see [redlimit.Request.Debit]) when this call

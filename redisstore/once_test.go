@@ -124,15 +124,15 @@ func TestDebitOnceAfterALostReply(t *testing.T) {
 	_, _, err := s.DebitOnce(ctx, req, "lost")
 	cancel()
 	if err == nil || s.NotApplied(err) {
-		t.Fatalf("a debit to a frozen Redis: %v, want an error of unknown outcome", err)
+		t.Fatalf("a debit to a frozen Redis: %v, want an error, not known to have run", err)
 	}
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	// The command normally reached the frozen server's socket, which runs
 	// it on SIGCONT; on a loaded machine the client may not have written
-	// it before the deadline (one run at load average 15), so its outcome
-	// is unknown either way, and sent again it must count exactly once.
+	// it before the deadline (one run at load average 15), so whether it
+	// ran is unknown either way, and sent again it must count exactly once.
 	delivered := false
 	for deadline := time.Now().Add(3 * time.Second); !delivered && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		delivered = used(t, s, "k", lim) == 30

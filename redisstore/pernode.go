@@ -203,7 +203,7 @@ func (r *nodeRouter) load(ctx context.Context) {
 // the call. Then the batch is decided again slot by slot, the slots at
 // once, and the view of the Cluster is refreshed. Without a node, a
 // Cluster batch of several slots goes slot by slot.
-func (s *Store) sendBatch(ctx context.Context, batch []*pending, at, node string) {
+func (s *Store) sendBatch(ctx context.Context, batch []*entry, at, node string) {
 	if node != "" && (s.batchScriptAlways || !oneSlot(batch)) {
 		err := s.decideBatch(ctx, batch, at, node)
 		if err == nil || !movedAway(err) {
@@ -230,7 +230,7 @@ func (s *Store) sendBatch(ctx context.Context, batch []*pending, at, node string
 // (notApplied). The decisions then go each alone, as without batching. A
 // single-limit decision has one key, which the client finds on either
 // node.
-func (s *Store) decideSlotBatch(ctx context.Context, batch []*pending, at string) {
+func (s *Store) decideSlotBatch(ctx context.Context, batch []*entry, at string) {
 	err := s.decideBatch(ctx, batch, at, "")
 	if err == nil || len(batch) == 1 || !notApplied(err) {
 		setErr(batch, err)
@@ -244,17 +244,17 @@ func (s *Store) decideSlotBatch(ctx context.Context, batch []*pending, at string
 }
 
 // setErr gives every decision of batch the error err, if not nil.
-func setErr(batch []*pending, err error) {
+func setErr(batch []*entry, err error) {
 	if err == nil {
 		return
 	}
 	for _, p := range batch {
-		p.out = outcome{err: err}
+		p.out = entryReply{err: err}
 	}
 }
 
 // oneSlot reports whether every decision of batch is in one slot.
-func oneSlot(batch []*pending) bool {
+func oneSlot(batch []*entry) bool {
 	for _, p := range batch[1:] {
 		if p.slot != batch[0].slot {
 			return false
@@ -264,8 +264,8 @@ func oneSlot(batch []*pending) bool {
 }
 
 // bySlot splits batch by slot, keeping the order within each slot.
-func bySlot(batch []*pending) [][]*pending {
-	var groups [][]*pending
+func bySlot(batch []*entry) [][]*entry {
+	var groups [][]*entry
 	idx := map[int]int{}
 	for _, p := range batch {
 		i, ok := idx[p.slot]

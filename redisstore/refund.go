@@ -187,7 +187,7 @@ func (s *Store) admitGroup(ctx context.Context, reqs []redlimit.Request, results
 //
 // A call that certainly did not run is made again, up to four times
 // within ctx. Redis refused it, or no connection could be made (see
-// [Store.NotApplied]). A call whose outcome is unknown is not made again,
+// [Store.NotApplied]). A call not known to have run is not made again,
 // since it may still run: a timeout, a connection lost after it was sent.
 // Either way the Grant is spent. A refund that failed leaves its requests'
 // cost consumed: the strict side. A paused node that runs the call later

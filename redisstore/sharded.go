@@ -178,7 +178,7 @@ wait:
 
 	d := redlimit.Decision{Allowed: !denied, Results: make([]redlimit.Result, len(reqs))}
 	for i, r := range reqs {
-		d.Results[i] = redlimit.Result{Limit: r.Limit.Max(), Source: redlimit.Undecided}
+		d.Results[i] = redlimit.Result{Max: r.Limit.Max(), Source: redlimit.Undecided}
 	}
 	for _, g := range answered {
 		if g.err == nil {

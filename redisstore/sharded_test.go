@@ -89,7 +89,7 @@ func TestShardedDenialSurvivesAFailedGroup(t *testing.T) {
 					t.Errorf("a's result %+v, want the store's denial", a)
 				}
 				// b's result claims neither an allowance nor a denial.
-				if b := d.Results[0]; b != (redlimit.Result{Limit: limB.Max(), Source: redlimit.Undecided}) {
+				if b := d.Results[0]; b != (redlimit.Result{Max: limB.Max(), Source: redlimit.Undecided}) {
 					t.Errorf("b's result %+v, want undecided", b)
 				}
 				if c := d.Results[2]; !c.Allowed || c.Remaining != 9 {

@@ -176,16 +176,16 @@ func (s *Store) decideOne(ctx context.Context, op, key string, limit redlimit.Li
 	if err := redlimit.ValidateRequest(key, limit, n); err != nil {
 		return redlimit.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
-	p := s.newPendingOne(ctx, op, redlimit.Request{Key: key, Limit: limit, Cost: n})
-	o := s.decidePending(p)
+	p := s.newEntryOne(ctx, op, redlimit.Request{Key: key, Limit: limit, Cost: n})
+	o := s.decideEntry(p)
 	return o.res, o.err
 }
 
-// decidePending decides p: in a batch unless batching is off (see
+// decideEntry decides p: in a batch unless batching is off (see
 // [WithBatching]), or through the batch script alone (a test hook).
-func (s *Store) decidePending(p *pending) outcome {
+func (s *Store) decideEntry(p *entry) entryReply {
 	if s.batchScriptAlways {
-		s.sendBatch(p.ctx, []*pending{p}, s.scriptTime(), s.batches.nodeOf(p.ctx, p.slot))
+		s.sendBatch(p.ctx, []*entry{p}, s.scriptTime(), s.batches.nodeOf(p.ctx, p.slot))
 		return p.out
 	}
 	if b := s.batches.of(p.slot); b != nil {
@@ -209,13 +209,12 @@ func (s *Store) decidePending(p *pending) outcome {
 // error is returned. Unless every group allowed, what the groups that
 // allowed consumed is refunded. A refund that Redis refused, or that could
 // not reach its node, is made again: up to 4 attempts within 1 s, with
-// backoff. One whose
-// outcome is unknown is not: it may have been applied. That is a timeout,
-// or a connection lost after it was sent. A refund that failed for good
-// goes to the handler set with [WithRefundErrorHandler]. The limits it was
-// for keep the cost until their windows pass, on the strict side. So does
-// a group whose call failed after its script ran: its error cannot tell
-// whether it ran.
+// backoff. One not known to have run is not: it may have been applied.
+// That is a timeout, or a connection lost after it was sent. A refund
+// that failed for good goes to the handler set with
+// [WithRefundErrorHandler]. The limits it was for keep the cost until
+// their windows pass, on the strict side. So does a group whose call
+// failed after its script ran: its error cannot tell whether it ran.
 //
 // No limit ever admits above its count this way. But another request may
 // come between the consumption and the refund, one round trip. It may see
@@ -279,7 +278,7 @@ const (
 // was allowed, and the time (µs) the script decided at, from which a
 // refund of the group finds what the allows wrote.
 func (s *Store) decideGroup(ctx context.Context, reqs []redlimit.Request, results []redlimit.Result) (allowed bool, at int64, err error) {
-	o := s.decidePending(s.newPending(ctx, opAllow, reqs))
+	o := s.decideEntry(s.newEntry(ctx, opAllow, reqs))
 	if o.err != nil {
 		return false, 0, o.err
 	}

@@ -119,10 +119,10 @@ func checkResult(t *testing.T, l redlimit.Limit, cost int64, r redlimit.Result, 
 		longest = redlimit.Never - 1
 	}
 	switch {
-	case r.Limit != l.Max():
-		fatalf("%s cost %d: Limit %d, want %d", l, cost, r.Limit, l.Max())
-	case r.Remaining < 0 || r.Remaining > r.Limit:
-		fatalf("%s cost %d: Remaining %d outside [0, %d]", l, cost, r.Remaining, r.Limit)
+	case r.Max != l.Max():
+		fatalf("%s cost %d: Limit %d, want %d", l, cost, r.Max, l.Max())
+	case r.Remaining < 0 || r.Remaining > r.Max:
+		fatalf("%s cost %d: Remaining %d outside [0, %d]", l, cost, r.Remaining, r.Max)
 	case r.Allowed && cost > l.Max():
 		fatalf("%s: a cost of %d above %d was allowed", l, cost, l.Max())
 	case r.Allowed && r.RetryAfter != 0:

@@ -356,7 +356,7 @@ func result(r redlimit.Request, v []int64) redlimit.Result {
 func resultOf(r redlimit.Request, allowed bool, remaining, retry, reset int64) redlimit.Result {
 	res := redlimit.Result{
 		Allowed:    allowed,
-		Limit:      r.Limit.Max(),
+		Max:        r.Limit.Max(),
 		Remaining:  remaining,
 		RetryAfter: fromMicros(retry),
 		ResetAfter: fromMicros(reset),

@@ -113,7 +113,7 @@ func runDebitMixed(t *testing.T, newStore NewStore) {
 			t.Fatalf("%s: %+v, want allowed %v", what, d, allowed)
 		}
 		for i, w := range want {
-			w.Limit = reqs[i].Limit.Max()
+			w.Max = reqs[i].Limit.Max()
 			if d.Results[i] != w {
 				t.Errorf("%s: request %d\n got %+v\nwant %+v", what, i, d.Results[i], w)
 			}
@@ -122,7 +122,7 @@ func runDebitMixed(t *testing.T, newStore NewStore) {
 	peek := func(what, key string, l redlimit.Limit, n int64, want redlimit.Result) {
 		t.Helper()
 		got, err := s.Peek(ctx, key, l, n)
-		want.Limit = l.Max()
+		want.Max = l.Max()
 		if err != nil || got != want {
 			t.Errorf("%s: Peek %s cost %d: %+v, %v; want %+v", what, l, n, got, err, want)
 		}
@@ -166,7 +166,7 @@ func runDebitMixed(t *testing.T, newStore NewStore) {
 
 	// redlimit.Debit is a one-request AllowAll with Debit.
 	r, err := redlimit.Debit(ctx, s, n+"3", fixed3, 4)
-	if want := deny(0, redlimit.Never, 900*ms); err != nil || r != (redlimit.Result{Limit: 3, RetryAfter: want.RetryAfter, ResetAfter: want.ResetAfter}) {
+	if want := deny(0, redlimit.Never, 900*ms); err != nil || r != (redlimit.Result{Max: 3, RetryAfter: want.RetryAfter, ResetAfter: want.ResetAfter}) {
 		t.Errorf("redlimit.Debit: %+v, %v; want %+v", r, err, want)
 	}
 }
@@ -187,7 +187,7 @@ func runDebitFlood(t *testing.T, newStore NewStore) {
 			t.Fatalf("debit %d: %v", i, err)
 		}
 		// The units of the last period are i+1 (0..i), all within it.
-		want := redlimit.Result{Allowed: i < 3, Limit: 3, Remaining: max(0, 2-int64(i)), ResetAfter: time.Second}
+		want := redlimit.Result{Allowed: i < 3, Max: 3, Remaining: max(0, 2-int64(i)), ResetAfter: time.Second}
 		if i >= 3 {
 			// The (i+1-3+1)-th oldest unit, at i-2 µs, must expire.
 			want.RetryAfter = time.Second - 2*us
@@ -198,11 +198,11 @@ func runDebitFlood(t *testing.T, newStore NewStore) {
 	}
 	// At 1 s + 996 µs the units at 997, 998 and 999 µs are the period's.
 	clock.Set(T0.Add(time.Second + 996*us))
-	if r, err := s.AllowN(ctx, key, log3, 1); err != nil || r != (redlimit.Result{Limit: 3, RetryAfter: us, ResetAfter: 3 * us}) {
+	if r, err := s.AllowN(ctx, key, log3, 1); err != nil || r != (redlimit.Result{Max: 3, RetryAfter: us, ResetAfter: 3 * us}) {
 		t.Errorf("at 1s+996µs: %+v, %v; want denied for 1µs", r, err)
 	}
 	clock.Set(T0.Add(time.Second + 997*us))
-	if r, err := s.AllowN(ctx, key, log3, 1); err != nil || r != (redlimit.Result{Allowed: true, Limit: 3, ResetAfter: time.Second}) {
+	if r, err := s.AllowN(ctx, key, log3, 1); err != nil || r != (redlimit.Result{Allowed: true, Max: 3, ResetAfter: time.Second}) {
 		t.Errorf("at 1s+997µs: %+v, %v; want allowed, none left", r, err)
 	}
 }

@@ -208,7 +208,7 @@ func runScenarios(t *testing.T, newStore NewStore, scenarios []scenario) {
 				}
 				want := st.want
 				if st.op != reset {
-					want.Limit = st.limit.Max()
+					want.Max = st.limit.Max()
 				}
 				if got != want {
 					t.Errorf("step %d: %s(%q, %s, %d) at T0+%s\n got %+v\nwant %+v", i, st.op, st.key, st.limit, st.cost, st.at, got, want)

@@ -16,7 +16,7 @@ import (
 // TestSettleClusterPartialRefund settles reservations over three limits
 // whose keys live on three Cluster masters, with one master refusing
 // writes (NOREPLICAS: the refund certainly did not run) or paused (the
-// refund's outcome is unknown until it resumes). The other two are given
+// refund may or may not have run until it resumes). The other two are given
 // back exactly; the failed one is never given back twice, nor more than it
 // took: it keeps its estimate (refused), or is given back once when its
 // master resumes (paused). The error names the request not given back and

@@ -46,7 +46,7 @@ var backends = []backend{
 		return redisStore(t, redistest.SharedCluster(t).Addrs(), prefix, now)
 	}},
 	{"resilient", true, func(t *testing.T, prefix string, now func() time.Time) redlimit.Refunder {
-		// A timed-out call's outcome is unknown, so counts are exact only
+		// A timed-out call may or may not have run, so counts are exact only
 		// while the store answers: the timeout outlasts a starved host.
 		// Outages have their own tests in package resilient.
 		l, err := resilient.New(redisStore(t, []string{redistest.Shared(t).Addr()}, prefix, now), resilient.Options{Timeout: 30 * time.Second, DenyCache: resilient.DenyCacheOptions{Size: -1}})

@@ -16,7 +16,7 @@ import (
 // at random, with double settles and releases mixed in. The store's clock
 // stands still (the Ledger's moves), so every unit must be accounted for:
 // after all, each key has counted exactly the sum of what its requests
-// were charged by the documented rules (an estimate while pending, nothing
+// count by the documented rules (an estimate while pending, nothing
 // once released or expired, the real cost once settled, clamped to
 // MaxCost, the estimate for a negative one).
 func TestRandomLifecycleCharges(t *testing.T) {
@@ -34,7 +34,7 @@ func TestRandomLifecycleCharges(t *testing.T) {
 				keys    []string
 				est     []int64
 				state   string // pending, done, expired
-				charged []int64
+				counted []int64
 			}
 			var all []*res
 			rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
@@ -73,7 +73,7 @@ func TestRandomLifecycleCharges(t *testing.T) {
 						t.Fatalf("step %d: denied", step)
 					}
 					x.r = r
-					x.charged = append([]int64(nil), x.est...)
+					x.counted = append([]int64(nil), x.est...)
 					all = append(all, x)
 				case k < 6 && len(all) > 0:
 					x := all[rng.IntN(len(all))]
@@ -96,9 +96,9 @@ func TestRandomLifecycleCharges(t *testing.T) {
 					for i, a := range act {
 						switch {
 						case a < 0:
-							x.charged[i] = x.est[i]
+							x.counted[i] = x.est[i]
 						default:
-							x.charged[i] = min(a, redlimit.MaxCost)
+							x.counted[i] = min(a, redlimit.MaxCost)
 						}
 					}
 					x.state = "done"
@@ -108,8 +108,8 @@ func TestRandomLifecycleCharges(t *testing.T) {
 						t.Fatal(err)
 					}
 					if x.state == "pending" || x.state == "expired" {
-						for i := range x.charged {
-							x.charged[i] = 0
+						for i := range x.counted {
+							x.counted[i] = 0
 						}
 					}
 					x.state = "done"
@@ -120,8 +120,8 @@ func TestRandomLifecycleCharges(t *testing.T) {
 					for _, x := range all {
 						if x.state == "pending" && !x.r.Deadline().After(now) {
 							x.state = "expired"
-							for i := range x.charged {
-								x.charged[i] = 0
+							for i := range x.counted {
+								x.counted[i] = 0
 							}
 						}
 					}
@@ -129,7 +129,7 @@ func TestRandomLifecycleCharges(t *testing.T) {
 			}
 			for _, x := range all {
 				for i, k := range x.keys {
-					want[k] += x.charged[i]
+					want[k] += x.counted[i]
 				}
 			}
 			if got := l.Pending(); got != countPending(all, func(x *res) bool { return x.state == "pending" }) {

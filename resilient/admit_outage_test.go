@@ -101,7 +101,7 @@ func TestAdmitDuringOutageIsOwed(t *testing.T) {
 			}
 			down.Store(false)
 			backOnStore(t, l)
-			waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 })
+			waitFor(5*time.Second, func() bool { return l.Reconciliation().Owed == 0 })
 			again := 0
 			for range 20 {
 				if decide().Allowed {
@@ -140,7 +140,7 @@ func TestAdmitDuringOutageRefundIsNotOwed(t *testing.T) {
 	}
 	down.Store(false)
 	backOnStore(t, l)
-	if !waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 }) {
+	if !waitFor(5*time.Second, func() bool { return l.Reconciliation().Owed == 0 }) {
 		t.Fatalf("still owed: %+v", l.Reconciliation())
 	}
 	if rc := l.Reconciliation(); rc.Charged != 3 {

@@ -114,7 +114,7 @@ func TestAskAllocs(t *testing.T) {
 }
 
 // maxStoreAllocs is what redisstore's AllowN allocates on rueidis, for a
-// caller without a deadline (measured): the pending decision's key, the
+// caller without a deadline (measured): the batch entry's key, the
 // script's keys and arguments, and rueidis's command and reply.
 const maxStoreAllocs = 10
 

@@ -19,8 +19,8 @@ func TestCachesBoundedInBytes(t *testing.T) {
 	deny := newDenyCache(DefaultDenyCacheSize, bound)
 	seen := newLastSeen(DefaultLastSeenSize, bound, mono{time.Now()})
 	l := redlimit.PerMinute(1)
-	denial := redlimit.Result{Limit: 1, RetryAfter: time.Minute, ResetAfter: time.Minute}
-	answer := redlimit.Result{Allowed: true, Limit: 1, ResetAfter: time.Minute}
+	denial := redlimit.Result{Max: 1, RetryAfter: time.Minute, ResetAfter: time.Minute}
+	answer := redlimit.Result{Allowed: true, Max: 1, ResetAfter: time.Minute}
 	now := time.Now()
 	long := strings.Repeat("k", 64<<10)
 

@@ -89,11 +89,11 @@ func (l *Limiter) breakerChanged(from, to gobreaker.State, cause error) {
 
 // failOpen and failClosed are the answers of those policies to a limit.
 func failOpen(limit redlimit.Limit) redlimit.Result {
-	return redlimit.Result{Allowed: true, Limit: limit.Max(), Remaining: limit.Max(), Source: redlimit.FromFailOpen}
+	return redlimit.Result{Allowed: true, Max: limit.Max(), Remaining: limit.Max(), Source: redlimit.FromFailOpen}
 }
 
 func (b *breaker) failClosed(limit redlimit.Limit) redlimit.Result {
-	return redlimit.Result{Limit: limit.Max(), RetryAfter: b.coolDown, Source: redlimit.FromFailClosed}
+	return redlimit.Result{Max: limit.Max(), RetryAfter: b.coolDown, Source: redlimit.FromFailClosed}
 }
 
 // onFailure decides reqs by their failure policies.

@@ -18,20 +18,20 @@ import (
 var errCallerGone = errors.New("resilient: caller's context done")
 
 // errNoTime marks a store call the caller left too little time for (see
-// minBudget), or none: the policy answers, and the breaker ignores it.
+// minDeadline), or none: the policy answers, and the breaker ignores it.
 var errNoTime = errors.New("resilient: too little time left by the caller")
 
-// errHeld marks a store call whose budget ended while it waited for
+// errHeld marks a store call whose deadline ended while it waited for
 // another call's charge of its state (see decideOwed). The policy answers,
 // and the breaker ignores it. The call that sent the charge counts its
-// outcome.
+// status.
 var errHeld = errors.New("resilient: held behind a charge of the state")
 
 const (
-	// minBudget is the shortest store budget, cut by the caller's
-	// deadline, whose timeout counts as a store failure (a budget of the
-	// whole Options.Timeout always counts, however short).
-	minBudget = time.Millisecond
+	// minDeadline is the shortest store deadline, cut by the caller's,
+	// whose timeout counts as a store failure. A deadline of the whole
+	// Options.Timeout always counts, however short.
+	minDeadline = time.Millisecond
 )
 
 // storeCall is one call to the store: AllowAll (AllowN for one admission)
@@ -40,7 +40,7 @@ type storeCall struct {
 	reqs  []redlimit.Request
 	peek  *redlimit.Request
 	probe bool      // the half-open breaker's probe: charges nothing owed
-	end   time.Time // the end of the caller's budget (see decideOwed)
+	end   time.Time // the end of the call's deadline (see decideOwed)
 	// held, if not nil, is set while the call waits for a charge of its
 	// state sent by another (see decideOwed); made when something is owed.
 	held *atomic.Bool
@@ -82,13 +82,13 @@ func (c storeCall) call(ctx context.Context, l *Limiter) (redlimit.Decision, err
 	return redlimit.Decision{Allowed: r.Allowed, Results: []redlimit.Result{r}}, err
 }
 
-// budget returns how long the store may take for a call made now by a
+// storeDeadline returns how long the store may take for a call made now by a
 // caller with ctx. That is Options.Timeout, unless the caller's deadline
 // comes first. Then it is the caller's remaining time less a margin, so
 // the failure policy answers before that deadline. The margin is a fifth
 // of the remaining time, at most Options.CallerMargin. Zero if the
 // deadline has passed.
-func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
+func (l *Limiter) storeDeadline(ctx context.Context, now time.Time) time.Duration {
 	d, ok := ctx.Deadline()
 	if !ok {
 		return l.timeout
@@ -104,9 +104,9 @@ func (l *Limiter) budget(ctx context.Context, now time.Time) time.Duration {
 // breaker's refusal, the store's failure (both answered by the failure
 // policies), or errCallerGone.
 //
-// A call has its budget (see budget), and the caller gets an answer within
+// A call has its deadline (see storeDeadline), and the caller gets an answer within
 // it even if the client library has not answered (see bounded). A store that has
-// not answered within the budget has failed, whoever's deadline set it; a
+// not answered within the deadline has failed, whoever's context set it; a
 // caller that went away has not made it fail. The one probe of the
 // half-open breaker is judged by Options.Timeout instead (see probe).
 func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, error) {
@@ -119,8 +119,8 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 		return redlimit.Decision{}, errCallerGone
 	}
 	now := time.Now()
-	budget := l.budget(ctx, now)
-	if budget <= 0 {
+	deadline := l.storeDeadline(ctx, now)
+	if deadline <= 0 {
 		// The caller's deadline has passed: its policy answers, for a
 		// caller that may still use the answer.
 		err := fmt.Errorf("%w: the caller's deadline has passed", errNoTime)
@@ -130,18 +130,18 @@ func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, erro
 	if l.breaker.State() == gobreaker.StateHalfOpen {
 		// Allowed in the half-open state: this is its one probe.
 		c.probe = true
-		d, err := l.probe(ctx, c, budget, done)
+		d, err := l.probe(ctx, c, deadline, done)
 		l.called(now, err)
 		if err == nil {
 			l.kick()
 		}
 		return d, err
 	}
-	c.end = now.Add(budget)
+	c.end = now.Add(deadline)
 	if l.rec.debts != nil && l.rec.debts.n.Load() != 0 {
 		c.held = new(atomic.Bool)
 	}
-	d, err := l.bounded(ctx, c, budget)
+	d, err := l.bounded(ctx, c, deadline)
 	done(err)
 	l.called(now, err)
 	if err == nil {
@@ -174,11 +174,11 @@ func (l *Limiter) inline(c storeCall) bool {
 // makes those calls on the caller's goroutine.
 type contextBound interface{ ReturnsByContext() bool }
 
-// bounded makes the call c within budget, in a context that ends at c.end.
+// bounded makes the call c within deadline, in a context that ends at c.end.
 // It runs on the caller's goroutine when the store returns by that
 // deadline (inline). Otherwise it runs on a worker, whose late answer is
 // dropped.
-func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration) (redlimit.Decision, error) {
+func (l *Limiter) bounded(ctx context.Context, c storeCall, deadline time.Duration) (redlimit.Decision, error) {
 	cctx, cancel := context.WithDeadline(ctx, c.end)
 	defer cancel()
 	var d redlimit.Decision
@@ -190,11 +190,11 @@ func (l *Limiter) bounded(ctx context.Context, c storeCall, budget time.Duration
 		case r := <-l.workers.start(cctx, l, c, nil):
 			d, err = r.d, r.err
 		case <-cctx.Done():
-			err = fmt.Errorf("no answer within %s: %w", budget, context.DeadlineExceeded)
+			err = fmt.Errorf("no answer within %s: %w", deadline, context.DeadlineExceeded)
 		}
 	}
 	if err != nil {
-		return redlimit.Decision{}, l.failed(ctx, c, budget, err)
+		return redlimit.Decision{}, l.failed(ctx, c, deadline, err)
 	}
 	return d, nil
 }
@@ -206,9 +206,9 @@ func callersOwn(err error) bool {
 	return errors.Is(err, redlimit.ErrKeyState) || errors.Is(err, redlimit.ErrClockSkew)
 }
 
-// failed returns the error of the call c, made within budget for a caller
+// failed returns the error of the call c, made within deadline for a caller
 // with ctx, that failed with err.
-func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration, err error) error {
+func (l *Limiter) failed(ctx context.Context, c storeCall, deadline time.Duration, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return errCallerGone
@@ -216,7 +216,7 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 		return err // the request's, not the store's
 	case c.held != nil && c.held.Load():
 		return fmt.Errorf("%w: %w: %w", errHeld, ErrStore, err)
-	case budget < minBudget && budget < l.timeout && errors.Is(err, context.DeadlineExceeded):
+	case deadline < minDeadline && deadline < l.timeout && errors.Is(err, context.DeadlineExceeded):
 		// The caller's deadline left too little (Options.Timeout, however
 		// short, is the store's to meet).
 		return fmt.Errorf("%w: %w: %w", errNoTime, ErrStore, err)
@@ -225,13 +225,13 @@ func (l *Limiter) failed(ctx context.Context, c storeCall, budget time.Duration,
 }
 
 // probe makes the call c as the half-open breaker's probe. The store gets
-// probeTimeout whatever the caller's deadline. The outcome goes to the
+// probeTimeout whatever the caller's deadline. Its result goes to the
 // breaker (done) when the call ends, or at probeTimeout. The caller waits
-// for it within its budget only; the failure policy answers after that.
+// for it within its deadline only; the failure policy answers after that.
 // Some callers have deadlines shorter than the store's timeout, as Envoy
 // sends them. They do not keep the breaker open against a store that
 // answers within its timeout on a busy host.
-func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, done func(error)) (redlimit.Decision, error) {
+func (l *Limiter) probe(ctx context.Context, c storeCall, deadline time.Duration, done func(error)) (redlimit.Decision, error) {
 	var reported atomic.Bool
 	report := func(err error) {
 		if reported.CompareAndSwap(false, true) {
@@ -249,7 +249,7 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 		}
 		report(err)
 	})
-	wait := time.NewTimer(budget)
+	wait := time.NewTimer(deadline)
 	defer wait.Stop()
 	select {
 	case r := <-answer:
@@ -258,7 +258,7 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 		}
 		return r.d, nil
 	case <-wait.C:
-		return redlimit.Decision{}, fmt.Errorf("%w: probe: no answer within the caller's %s", ErrStore, budget)
+		return redlimit.Decision{}, fmt.Errorf("%w: probe: no answer within the caller's %s", ErrStore, deadline)
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return redlimit.Decision{}, errCallerGone
@@ -267,7 +267,7 @@ func (l *Limiter) probe(ctx context.Context, c storeCall, budget time.Duration, 
 	}
 }
 
-// probeTimeout is the probe's budget: the longer of Options.Timeout and
+// probeTimeout is the probe's deadline: the longer of Options.Timeout and
 // the cool-down. The probe pays the reconnection a decision does not (a
 // dial, a handshake, the scripts loaded again), which a host starved of
 // CPU makes slower than a decision's timeout. No caller waits for it, and

@@ -133,7 +133,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		// had left: at most 10% above the limit. On the killed master's
 		// keys, the nodes come back from the failover up to a second or
 		// more apart, and Redis learns each node's debt from that node's
-		// calls only: a node back first settles (Options.Settle), held
+		// calls only: a node back first rejoins (Options.Fallback.Rejoin), held
 		// to its share until the others are back, so Redis does not
 		// give it what the others admitted by themselves (see
 		// docs/RELIABILITY.md).

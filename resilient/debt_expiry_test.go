@@ -53,7 +53,7 @@ func TestDebtOutlivesAPeriodWhileTheStateHasNotDrained(t *testing.T) {
 			offset.Store(int64(c.lim.Period + time.Minute))
 			down.Store(false)
 			backOnStore(t, l)
-			waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 })
+			waitFor(5*time.Second, func() bool { return l.Reconciliation().Owed == 0 })
 			admitted := 0
 			for range 2 * c.local {
 				r, err := l.Allow(ctx, key, c.lim)

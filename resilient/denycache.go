@@ -86,7 +86,7 @@ func (c *denyCache) get(key string, l redlimit.Limit, n int64, now time.Time) (r
 		return redlimit.Result{}, false
 	}
 	return redlimit.Result{
-		Limit:      l.Max(),
+		Max:        l.Max(),
 		RetryAfter: d.until.Sub(now),
 		ResetAfter: max(0, d.reset.Sub(now)),
 		Source:     redlimit.FromDenyCache,
@@ -133,7 +133,7 @@ func (l *Limiter) fromDenyCache(reqs []redlimit.Request, now time.Time) (redlimi
 		for j, q := range reqs {
 			// The other limits were not asked: shown as allowing, with
 			// their whole allowance, which is not known here.
-			d.Results[j] = redlimit.Result{Allowed: true, Limit: q.Limit.Max(), Remaining: q.Limit.Max(), Source: redlimit.FromDenyCache}
+			d.Results[j] = redlimit.Result{Allowed: true, Max: q.Limit.Max(), Remaining: q.Limit.Max(), Source: redlimit.FromDenyCache}
 		}
 		d.Results[i] = res
 		return d, true

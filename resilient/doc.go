@@ -13,7 +13,7 @@
 //
 //   - the deny cache: a key and limit the store denied with nothing left,
 //     until the store's retry-after ([redlimit.FromDenyCache]);
-//   - settling: for [FallbackOptions.Settle] after an outage, a decision
+//   - rejoining: for [FallbackOptions.Rejoin] after an outage, a decision
 //     of limits that fail local must also fit this node's share. So the
 //     nodes back first do not spend what the others admitted by themselves;
 //   - the store, within [Options.Timeout] (or the caller's deadline less a
@@ -42,7 +42,7 @@
 //     on a kept worker; either way in a context with the call's deadline;
 //   - the breaker and the failure policies (breaker.go, [Options.Breaker]);
 //   - the deny cache (denycache.go, [Options.DenyCache]);
-//   - the local fallback and the settling (fallback.go, [Options.Fallback]);
+//   - the local fallback and the rejoin (fallback.go, [Options.Fallback]);
 //   - reconciliation (reconcile.go, [Options.Reconcile]).
 //
 // docs/RELIABILITY.md gives the guarantees and the fault tests: a Redis

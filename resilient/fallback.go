@@ -13,7 +13,7 @@ import (
 
 // FallbackOptions configure the local fallback, which decides the limits
 // whose policy is [redlimit.FailLocal] while the store fails, and the
-// settling after an outage. The zero value of each field is its default.
+// rejoining after an outage. The zero value of each field is its default.
 type FallbackOptions struct {
 	// Limiter decides in process, without the caller's deadline and
 	// cancellation. Default: a memory store the Limiter owns.
@@ -29,8 +29,8 @@ type FallbackOptions struct {
 	// [DefaultCacheBytes]), as [DenyCacheOptions.Bytes] does the deny
 	// cache's.
 	LastSeenBytes int
-	// Settle is how long after an outage this node holds a decision to
-	// its local share as well (default [DefaultSettle]; negative: off).
+	// Rejoin is how long after an outage this node holds a decision to
+	// its local share as well (default [DefaultRejoin]; negative: off).
 	// It applies to decisions whose limits all fail local and carry no
 	// debit. It counts from the later of the outage's last store failure
 	// and the breaker's close. After the close, a failure is the outage's
@@ -38,16 +38,16 @@ type FallbackOptions struct {
 	//
 	// The nodes come back apart: on Redis Cluster, up to seconds after a
 	// failover. The store learns what another node admitted by itself only
-	// when that node is back. So while it settles, a node admits no more
+	// when that node is back. So while it rejoins, a node admits no more
 	// than its share, as during the outage. The share answers a decision
 	// it denies ([redlimit.FromLocal]); the store answers the others.
 	// Decisions through Admit (package reserve) are not held.
-	Settle time.Duration
+	Rejoin time.Duration
 }
 
 // fallback is the local fallback: this node's shares of the limits in an
 // in-process Limiter, started from the store's last answers, and the
-// settling after an outage.
+// rejoining after an outage.
 type fallback struct {
 	lim   redlimit.Limiter
 	owned *memory.Store // lim, when the Limiter made it
@@ -55,15 +55,15 @@ type fallback struct {
 	nodes NodeCounter
 	mono  mono
 
-	settle    time.Duration // 0 when off
+	rejoin    time.Duration // 0 when off
 	outage    atomic.Bool   // the breaker opened since it last closed
-	until     atomic.Int64  // the end of the settling, in mono's nanoseconds
-	failShare atomic.Uint32 // the share of recent decisions that met a store failure, while settling (see noteDecision)
+	until     atomic.Int64  // the end of the rejoin, in mono's nanoseconds
+	failShare atomic.Uint32 // the share of recent decisions that met a store failure, while rejoining (see noteDecision)
 }
 
 func newFallback(o FallbackOptions, nodes NodeCounter, m mono) (*fallback, error) {
-	f := &fallback{lim: o.Limiter, nodes: nodes, mono: m, settle: max(0, cmp.Or(o.Settle, DefaultSettle))}
-	// No settling until an outage: the zero value would be the epoch
+	f := &fallback{lim: o.Limiter, nodes: nodes, mono: m, rejoin: max(0, cmp.Or(o.Rejoin, DefaultRejoin))}
+	// No rejoin until an outage: the zero value would be the epoch
 	// itself, which a clock without a monotonic reading (Options.Now) may
 	// read earlier than, stepped back.
 	f.until.Store(math.MinInt64)
@@ -94,55 +94,55 @@ func (f *fallback) breakerOpened() {
 	f.failShare.Store(failOne) // failing until decisions since say otherwise
 }
 
-// breakerClosed ends the outage at now, if one began: the settling starts.
+// breakerClosed ends the outage at now, if one began: the rejoin starts.
 func (f *fallback) breakerClosed(now time.Time) {
-	if f.outage.Swap(false) && f.settle > 0 {
-		f.settleFrom(now)
+	if f.outage.Swap(false) && f.rejoin > 0 {
+		f.rejoinFrom(now)
 	}
 }
 
 // storeFailed records a store failure (or the open breaker's refusal) at
-// now. A failure of the outage moves the settling's end to Settle from
+// now. A failure of the outage moves the rejoin's end to Rejoin from
 // now: on Redis Cluster the breaker may close on another master's keys
 // while the failing master's still fail. A failure is the outage's while
-// the breaker is not closed, and, while settling, if failures are still
+// the breaker is not closed, and, while rejoining, if failures are still
 // frequent: at least one in failExtends of the recent decisions. The odd
-// failure of a store that is back does not make the settling last, nor
+// failure of a store that is back does not make the rejoin last, nor
 // does a failure outside an outage start one.
 func (f *fallback) storeFailed(now time.Time, breakerClosed bool) {
-	if f.settle == 0 {
+	if f.rejoin == 0 {
 		return
 	}
 	if !breakerClosed {
-		f.settleFrom(now)
+		f.rejoinFrom(now)
 		return
 	}
-	if f.settling(now) && f.noteDecision(true) >= failOne/failExtends {
-		f.settleFrom(now)
+	if f.rejoining(now) && f.noteDecision(true) >= failOne/failExtends {
+		f.rejoinFrom(now)
 	}
 }
 
-// settling reports whether the Limiter settles at t. Until its first
-// outage's settling, it reads no clock but t's.
-func (f *fallback) settling(t time.Time) bool {
+// rejoining reports whether the Limiter rejoins at t. Until its first
+// outage's rejoin, it reads no clock but t's.
+func (f *fallback) rejoining(t time.Time) bool {
 	until := f.until.Load()
 	return until != math.MinInt64 && f.mono.ns(t) < until
 }
 
-// everSettled reports whether a settling has begun: before that, no clock
+// everRejoined reports whether a rejoin has begun: before that, no clock
 // need be read to tell.
-func (f *fallback) everSettled() bool { return f.until.Load() != math.MinInt64 }
+func (f *fallback) everRejoined() bool { return f.until.Load() != math.MinInt64 }
 
 // The share of failures is an exponentially weighted average over about
 // failWeight decisions, in units of 1/failOne. It counts decisions, not
-// store calls: while settling, the shares answer most decisions without a
+// store calls: while rejoining, the shares answer most decisions without a
 // call, and the odd failure must stay a small share of them. It is set to
 // failOne (all failing) when the breaker opens, so a master still down
-// after the breaker closed extends the settling from its first failure.
+// after the breaker closed extends the rejoin from its first failure.
 const (
 	failOne     = 1 << 16
 	failWeight  = 32
-	failExtends = 16 // a failure extends the settling at a share of 1/16 or more
+	failExtends = 16 // a failure extends the rejoin at a share of 1/16 or more
 )
 
 // noteDecision adds a decision to the share of failures, as failed if it
@@ -160,14 +160,14 @@ func (f *fallback) noteDecision(failed bool) uint32 {
 	}
 }
 
-// settleFrom makes the settling last at least until Settle after now, or
-// for ever for a Settle that would pass the largest instant mono measures.
+// rejoinFrom makes the rejoin last at least until Rejoin after now, or
+// for ever for a Rejoin that would pass the largest instant mono measures.
 // Its end only moves later: of two failures recorded at once, the one that
 // read the clock first may store last.
-func (f *fallback) settleFrom(now time.Time) {
+func (f *fallback) rejoinFrom(now time.Time) {
 	end := int64(math.MaxInt64)
-	if n := f.mono.ns(now); n <= 0 || int64(f.settle) <= math.MaxInt64-n {
-		end = n + int64(f.settle) // no overflow: n <= 0 (a clock behind the start), or room left
+	if n := f.mono.ns(now); n <= 0 || int64(f.rejoin) <= math.MaxInt64-n {
+		end = n + int64(f.rejoin) // no overflow: n <= 0 (a clock behind the start), or room left
 	}
 	for {
 		cur := f.until.Load()
@@ -177,12 +177,12 @@ func (f *fallback) settleFrom(now time.Time) {
 	}
 }
 
-// fromShares runs while settling, when other nodes share the limits. If
+// fromShares runs while rejoining, when other nodes share the limits. If
 // reqs all fail local and carry no debit, it takes them from this node's
 // shares. It returns the shares' decision; ok false: the store decides
 // alone.
 // The store decides what the shares admit. What they admitted stays taken,
-// so that this node stays within its share until the settling ends.
+// so that this node stays within its share until the rejoin ends.
 func (f *fallback) fromShares(ctx context.Context, reqs []redlimit.Request, now time.Time) (d redlimit.Decision, ok bool) {
 	if f.nodes.Nodes() <= 1 {
 		return d, false // no other node's admissions for the store to miss

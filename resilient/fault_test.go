@@ -123,7 +123,7 @@ func waitReconciled(t *testing.T, nodes []*resilient.Limiter) (charged, unconfir
 	// return; each batch is quick.
 	if !waitFor(resilient.DefaultReconcileSpread+5*time.Second, func() bool {
 		for _, l := range nodes {
-			if l.Reconciliation().Pending > 0 {
+			if l.Reconciliation().Owed > 0 {
 				return false
 			}
 		}
@@ -134,7 +134,7 @@ func waitReconciled(t *testing.T, nodes []*resilient.Limiter) (charged, unconfir
 	var sum resilient.Reconciliation
 	for _, l := range nodes {
 		rc := l.Reconciliation()
-		sum.Pending += rc.Pending
+		sum.Owed += rc.Owed
 		sum.Charged += rc.Charged
 		sum.Unconfirmed += rc.Unconfirmed
 		sum.Recovered += rc.Recovered
@@ -296,8 +296,8 @@ func outage(t *testing.T, spec outageSpec) {
 			// Measured from the lift, not from its return: a node may be
 			// back on Redis, charge what it owes and have the hot key's
 			// denial cached before Restart returns, and then no later
-			// decision of it asks Redis; and the nodes settle after the
-			// outage (Options.Settle), answering by their shares what
+			// decision of it asks Redis; and the nodes rejoin after the
+			// outage (Options.Fallback.Rejoin), answering by their shares what
 			// those deny. ample always has room: its decisions show
 			// when Redis decides again.
 			// The bound counts from when Redis is back (the lift's

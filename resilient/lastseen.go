@@ -41,7 +41,7 @@ func (ls *lastSeen) put(key string, l redlimit.Limit, start time.Time, r redlimi
 		return
 	}
 	at := ls.mono.ns(start)
-	s := seen{at: at, drained: at + int64(r.ResetAfter), max: r.Limit, remaining: r.Remaining}
+	s := seen{at: at, drained: at + int64(r.ResetAfter), max: r.Max, remaining: r.Remaining}
 	sh := ls.shard(key)
 	k := l.StateID(key)
 	sh.mu.Lock()

@@ -19,7 +19,7 @@ func TestLastSeenMemory(t *testing.T) {
 		keys[i] = fmt.Sprintf("user:%010d", i) // 15 bytes
 	}
 	lim := redlimit.PerMinute(100)
-	res := redlimit.Result{Allowed: true, Limit: 100, Remaining: 50, ResetAfter: time.Minute}
+	res := redlimit.Result{Allowed: true, Max: 100, Remaining: 50, ResetAfter: time.Minute}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

@@ -177,7 +177,7 @@ func (l *Limiter) leaseShare(c redlimit.Concurrency) redlimit.Concurrency {
 	return c
 }
 
-// leaseCall makes call through the breaker, within the store's budget.
+// leaseCall makes call through the breaker, within the store's deadline.
 // Its error wraps ErrStore when the store failed or the breaker is open;
 // a caller that went away gets its context's error.
 func (l *Limiter) leaseCall(ctx context.Context, call func(context.Context) (redlimit.Lease, error)) (redlimit.Lease, error) {
@@ -185,12 +185,12 @@ func (l *Limiter) leaseCall(ctx context.Context, call func(context.Context) (red
 	if err != nil {
 		return redlimit.Lease{}, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	budget := l.budget(ctx, l.now())
-	if budget <= 0 {
+	deadline := l.storeDeadline(ctx, l.now())
+	if deadline <= 0 {
 		done(errNoTime)
 		return redlimit.Lease{}, fmt.Errorf("%w: %w", ErrStore, errNoTime)
 	}
-	cctx, cancel := context.WithTimeout(ctx, budget)
+	cctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	res, err := call(cctx)
 	switch {

@@ -21,7 +21,7 @@ import (
 // flaky is a redisstore.Store whose calls fail as its test says: a key's
 // calls fail while the key is down (every key, or some: a Cluster master's
 // keys), and a charge (DebitOnce) may lose its reply after Redis counted
-// it (a timeout: outcome unknown).
+// it (a timeout: not known to be counted).
 type flaky struct {
 	*redisstore.Store
 	mu       sync.Mutex
@@ -140,7 +140,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 			store := &flaky{Store: redisStore(t, []string{srv.Addr()}), down: map[string]bool{}}
 			rec := newRecorder()
 			l := newLimiter(t, store, resilient.Options{
-				Breaker: resilient.BreakerOptions{FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: time.Hour}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second,
+				Breaker: resilient.BreakerOptions{FailureThreshold: 1 + rng.IntN(3), CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Rejoin: time.Hour}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: time.Second,
 				Observer: rec,
 			})
 			decided := map[string]int{} // what the Observer must have been told
@@ -200,7 +200,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					decided[outcome(r.Allowed, r.Source)]++
+					decided[decisionKey(r.Allowed, r.Source)]++
 					if r.Allowed {
 						net[k] += n
 						if probe && r.Source == redlimit.FromStore {
@@ -216,7 +216,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					decided[outcome(g.Results[0].Allowed, g.Results[0].Source)]++
+					decided[decisionKey(g.Results[0].Allowed, g.Results[0].Source)]++
 					if probe && g.Allowed && g.Results[0].Source == redlimit.FromStore {
 						probed[k] += n
 					}
@@ -249,7 +249,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 			for _, k := range keys {
 				l.Peek(ctx, k, lim, 1) // charges what k owes, in doubt included
 			}
-			if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Pending == 0 }) {
+			if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Owed == 0 }) {
 				t.Fatalf("still owed: %+v", l.Reconciliation())
 			}
 			for _, k := range keys {
@@ -270,7 +270,7 @@ func TestRandomOutagesOneNode(t *testing.T) {
 	}
 }
 
-// checkObserved checks that rec was told the decisions of want (outcome
+// checkObserved checks that rec was told the decisions of want (decision
 // counts) and breaker changes that chain from closed.
 func checkObserved(t *testing.T, rec *recorder, want map[string]int) {
 	t.Helper()
@@ -390,7 +390,7 @@ func TestRandomOutagesAtTheRate(t *testing.T) {
 			evs = append(evs, s.run(t, key, lim, from-back+2*lim.Period, lim.Period/time.Duration(lim.Count))...)
 			if !waitFor(10*time.Second, func() bool {
 				for _, l := range s.nodes {
-					if l.Reconciliation().Pending != 0 {
+					if l.Reconciliation().Owed != 0 {
 						return false
 					}
 				}

@@ -38,7 +38,7 @@ type change struct {
 
 func newRecorder() *recorder { return &recorder{decided: map[result]int{}} }
 
-func outcome(allowed bool, src redlimit.Source) string {
+func decisionKey(allowed bool, src redlimit.Source) string {
 	if allowed {
 		return "allowed/" + src.String()
 	}
@@ -72,7 +72,7 @@ func (r *recorder) snapshot() (decided map[string]int, calls, failed int, change
 	defer r.mu.Unlock()
 	decided = map[string]int{}
 	for k, v := range r.decided {
-		decided[outcome(k.allowed, k.src)] = v
+		decided[decisionKey(k.allowed, k.src)] = v
 	}
 	return decided, r.calls, r.failed, append([]change(nil), r.changes...)
 }
@@ -116,7 +116,7 @@ func TestObserverBreakerCause(t *testing.T) {
 }
 
 // TestObserverDecisions: each limit of each decision is reported with the
-// outcome and source its Result has, on every path (store, deny cache,
+// allowance and source its Result has, on every path (store, deny cache,
 // each failure policy), from many goroutines; store calls are reported
 // with their failures, and none while the breaker refuses them.
 func TestObserverDecisions(t *testing.T) {
@@ -150,7 +150,7 @@ func TestObserverDecisions(t *testing.T) {
 			}
 			mu.Lock()
 			for _, r := range d.Results {
-				want[outcome(r.Allowed, r.Source)]++
+				want[decisionKey(r.Allowed, r.Source)]++
 			}
 			mu.Unlock()
 		}

@@ -24,7 +24,7 @@ type chargeCall struct {
 }
 
 // firstChargeFails is a Redis store whose first charge (a debit, with or
-// without an id) fails with an unknown outcome: with paused set, it is sent
+// without an id) fails, not known to be counted: with paused set, it is sent
 // to the Redis paused until the call has timed out, which counts it when it
 // resumes (the reply is lost), unless the call timed out before its
 // command was written (ran says whether Redis counted it); otherwise it
@@ -115,7 +115,7 @@ func (s *firstChargeFails) charges() []chargeCall {
 	return append([]chargeCall(nil), s.calls...)
 }
 
-// TestReconcileRetriesAChargeInDoubt: a charge whose outcome is unknown is
+// TestReconcileRetriesAChargeInDoubt: a charge not known to be counted is
 // sent again with its id once the store answers, and Redis counts it once,
 // whether the first try ran (Redis was frozen past the call's timeout and
 // counted it on resuming: the retry is a no-op) or never reached it.
@@ -163,7 +163,7 @@ func chargeInDoubt(t *testing.T, ran bool) bool {
 	backOnStore(t, l)
 	// The failed charge opened the breaker: calls to the store,
 	// once it is closed again, start the background pass.
-	if !waitFor(10*time.Second, func() bool { poke(l); rc := l.Reconciliation(); return rc.Charged == 30 && rc.Pending == 0 }) {
+	if !waitFor(10*time.Second, func() bool { poke(l); rc := l.Reconciliation(); return rc.Charged == 30 && rc.Owed == 0 }) {
 		t.Fatalf("never charged: %+v; charges %+v", l.Reconciliation(), fs.charges())
 	}
 	fs.mu.Lock()
@@ -215,8 +215,8 @@ func TestReconcileNewUnitsWhileInDoubtGoInANewCharge(t *testing.T) {
 		t.Fatal(err)
 	}
 	backOnStore(t, l)
-	// Charged counts a charge as it succeeds, Pending drops right after.
-	if !waitFor(10*time.Second, func() bool { poke(l); rc := l.Reconciliation(); return rc.Charged == 40 && rc.Pending == 0 }) {
+	// Charged counts a charge as it succeeds, Owed drops right after.
+	if !waitFor(10*time.Second, func() bool { poke(l); rc := l.Reconciliation(); return rc.Charged == 40 && rc.Owed == 0 }) {
 		t.Fatalf("never charged: %+v; charges %+v", l.Reconciliation(), fs.charges())
 	}
 	calls := fs.charges()
@@ -271,8 +271,8 @@ func TestReconcileChargeInDoubtExpires(t *testing.T) {
 		t.Fatalf("never charged: %+v", l.Reconciliation())
 	}
 	clock.Advance(time.Minute)
-	if !waitFor(10*time.Second, func() bool { poke(l); return l.Reconciliation().Pending == 0 }) {
-		t.Fatalf("still pending: %+v", l.Reconciliation())
+	if !waitFor(10*time.Second, func() bool { poke(l); return l.Reconciliation().Owed == 0 }) {
+		t.Fatalf("still owed: %+v", l.Reconciliation())
 	}
 	if rc, want := l.Reconciliation(), (resilient.Reconciliation{Unconfirmed: 30, Expired: 30}); rc != want {
 		t.Errorf("reconciliation: %+v, want %+v", rc, want)
@@ -299,7 +299,7 @@ func TestReconcileRetriesWithoutTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	backOnStore(t, l)
-	if !waitFor(5*time.Second, func() bool { rc := l.Reconciliation(); return rc.Charged == 30 && rc.Pending == 0 }) {
+	if !waitFor(5*time.Second, func() bool { rc := l.Reconciliation(); return rc.Charged == 30 && rc.Owed == 0 }) {
 		t.Fatalf("not charged again: %+v; charges %+v", l.Reconciliation(), fs.charges())
 	}
 	if rc, want := l.Reconciliation(), (resilient.Reconciliation{Charged: 30, Unconfirmed: 30, Recovered: 30}); rc != want {

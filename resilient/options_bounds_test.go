@@ -52,7 +52,7 @@ func (hung) AllowAll(ctx context.Context, _ []redlimit.Request) (redlimit.Decisi
 // that Timeout is under a millisecond: only a caller's deadline that
 // leaves less is too short to judge the store by (Options.Timeout's
 // doc). Else a hung store never opens the breaker of such a Limiter: every
-// call waits its Timeout, and no outage is seen, so no settling follows.
+// call waits its Timeout, and no outage is seen, so no rejoin follows.
 func TestSubMillisecondTimeoutOpensTheBreaker(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(t, hung{redisStore(t, []string{redistest.Shared(t).Addr()})}, resilient.Options{Timeout: 500 * time.Microsecond, Breaker: resilient.BreakerOptions{FailureThreshold: 3}})

@@ -28,9 +28,9 @@ import (
 //     The store answers for those keys, so the charge is most likely
 //     confirmed. One decision per state and node then does not see the
 //     debt. Either way, the node's other calls for a state wait while a
-//     charge of it is being sent. They wait within their budget. One whose
-//     budget ends first gets the failure policy's answer, and the breaker
-//     ignores it. The charge's own outcome is counted by the call that sent
+//     charge of it is being sent. They wait within their deadline. One whose
+//     deadline ends first gets the failure policy's answer, and the breaker
+//     ignores it. The charge's own status is counted by the call that sent
 //     it. After the wait, a call charges what is still owed, or is decided.
 //     The store never decides for this node without what it owes. The
 //     exceptions are the one decision above and the breaker's probe. The
@@ -57,7 +57,7 @@ import (
 // local units of the state are owed apart. Some charges are owed again,
 // their id dropped: those not sent, and those the store says did not run
 // (see notApplier: Redis refused it, or could not be reached). A charge
-// may end unknown: a timeout, a reply lost with its connection. It is
+// may not be known to be counted: a timeout, a reply lost with its connection. It is
 // counted as unconfirmed. If the store counts a debit at most once per id
 // (onceDebiter: redisstore.Store), the charge is kept with its id, in
 // doubt. It is sent again with that id, before any newer units of the
@@ -118,7 +118,7 @@ type reconciler struct {
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
-// id. So a charge whose outcome is unknown can be sent again with its id.
+// id. So a charge not known to be counted can be sent again with its id.
 // redisstore.Store is one. counted reports whether this call counted it,
 // rather than an earlier one with the id.
 type onceDebiter interface {
@@ -139,10 +139,10 @@ type debt struct {
 	units int64          // at most redlimit.MaxCost
 	last  int64          // when the last of units was counted
 	acc   accrual        // what of units the store would still hold
-	doubt *charge        // sent, outcome unknown: to be sent again with its id
+	doubt *charge        // sent, not known to be counted: to be sent again with its id
 	busy  bool           // a charge of the state is being sent
 	// wait, made by a call that waits for the charge being sent, is
-	// closed when it has been settled.
+	// closed when its status is recorded.
 	wait chan struct{}
 }
 
@@ -154,7 +154,7 @@ type charge struct {
 	last  int64  // when its last unit was counted
 	at    int64  // when it was taken: its units are what was due then
 	id    string // its idempotency id; "" for a store without DebitOnce
-	again bool   // sent before, with an unknown outcome
+	again bool   // sent before, not known to be counted
 }
 
 // doubtBytes is what a charge in doubt is counted for in the debts' bytes.
@@ -184,10 +184,10 @@ type reconcileStats struct {
 // for what it counted by itself while the store failed, and what became of
 // it (see ReconcileOptions).
 type Reconciliation struct {
-	Pending int   // states whose units wait to be charged, are in doubt, or are being charged
+	Owed    int   // states with a debt: units to charge, in doubt, or being charged
 	Charged int64 // units of charges the store confirmed (after a retry included)
-	// Unconfirmed counts the units of every try of a charge whose outcome
-	// is unknown (a timeout, a reply lost with its connection): a charge
+	// Unconfirmed counts the units of every try of a charge not known to
+	// be counted (a timeout, a reply lost with its connection): a charge
 	// that failed twice counts twice. With a store that counts a debit at
 	// most once per id (redisstore.Store) they are sent again; see
 	// Recovered. With another store they are not, and may or may not have
@@ -213,7 +213,7 @@ func (l *Limiter) Reconciliation() Reconciliation {
 		return Reconciliation{}
 	}
 	return Reconciliation{
-		Pending:     int(l.rec.debts.n.Load()),
+		Owed:        int(l.rec.debts.n.Load()),
 		Charged:     l.rec.stats.charged.Load(),
 		Unconfirmed: l.rec.stats.unconfirmed.Load(),
 		Recovered:   l.rec.stats.recovered.Load(),
@@ -280,7 +280,7 @@ func (ds *debts) forgive(key string, limit redlimit.Limit, n int64) {
 }
 
 // forget drops what is owed for the state of key and limit (a Reset of
-// it), but a charge being sent, which settles as it would have.
+// it), but a charge being sent, which is recorded as it would have been.
 func (ds *debts) forget(key string, limit redlimit.Limit) {
 	k := limit.StateID(key)
 	sh := ds.shard(key)
@@ -332,7 +332,7 @@ type stateCharge struct {
 
 // takeFor takes the states of reqs that owe something and have no charge
 // being sent. It returns them, and a channel for each state of reqs with
-// a charge being sent. The channel is closed when that charge is settled.
+// a charge being sent. The channel is closed when that charge is recorded.
 func (ds *debts) takeFor(reqs []redlimit.Request, now time.Time, once bool, st *reconcileStats) ([]stateCharge, []chan struct{}) {
 	var out []stateCharge
 	var waits []chan struct{}
@@ -416,18 +416,18 @@ func (ds *debts) takeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt, now
 	return j, true
 }
 
-// outcome is what became of a charge.
-type outcome int
+// chargeStatus is what became of a charge.
+type chargeStatus int
 
 const (
-	unsent    outcome = iota // not sent, or the store says it did not run
-	confirmed                // the store counted it (or had, under its id)
-	inDoubt                  // sent, outcome unknown
+	unsent    chargeStatus = iota // not sent, or the store says it did not run
+	confirmed                     // the store counted it (or had, under its id)
+	inDoubt                       // sent, not known to be counted
 )
 
-// settle records what became of j's charges (doubt's and fresh's
-// outcomes) and makes its state free to be charged again.
-func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats) {
+// record notes what became of j's charges (doubt's and fresh's)
+// and makes its state free to be charged again.
+func (ds *debts) record(j stateCharge, doubt, fresh chargeStatus, st *reconcileStats) {
 	sh := ds.shard(j.id.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -441,7 +441,7 @@ func (ds *debts) settle(j stateCharge, doubt, fresh outcome, st *reconcileStats)
 		d.wait = nil
 	}
 	if j.doubt != nil && doubt != confirmed {
-		// Sent before with an unknown outcome: only its id may be sent.
+		// Sent before, not known to be counted: only its id may be sent.
 		d.doubt = j.doubt
 	}
 	if c := j.fresh; c != nil {
@@ -501,9 +501,9 @@ func (l *Limiter) owe(key string, limit redlimit.Limit, n int64) {
 // It returns the first charge's error. The states then stay owed, and the
 // failure policy answers, as during an outage. It returns ctx's error if
 // ctx ends while waiting. c.held then stays set: the breaker ignores a
-// call that ran out of budget behind another's charge. It returns an
-// error if a wait or charge ended after c.end, the end of the caller's
-// budget. The caller has had the failure policy's answer then. The store
+// call that ran out of time behind another's charge. It returns an
+// error if a wait or charge ended after c.end, the end of the call's
+// deadline. The caller has had the failure policy's answer then. The store
 // must not decide a request no one waits for.
 func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.Request) (redlimit.Decision, error) {
 	for {
@@ -552,7 +552,7 @@ func (l *Limiter) decideOwed(ctx context.Context, c storeCall, owed []redlimit.R
 			c.held.Store(false)
 		}
 		if time.Now().After(c.end) {
-			return redlimit.Decision{}, fmt.Errorf("charged after the caller's budget: %w", context.DeadlineExceeded)
+			return redlimit.Decision{}, fmt.Errorf("charged after the call's deadline: %w", context.DeadlineExceeded)
 		}
 	}
 }
@@ -568,25 +568,25 @@ func (l *Limiter) send(ctx context.Context, j stateCharge) error {
 	if err == nil && j.fresh != nil {
 		fresh, err = l.charge(ctx, j.fresh)
 	}
-	l.rec.debts.settle(j, doubt, fresh, &l.rec.stats)
+	l.rec.debts.record(j, doubt, fresh, &l.rec.stats)
 	return err
 }
 
 // unsent gives back charges taken and not sent.
 func (l *Limiter) unsent(charges []stateCharge) {
 	for _, j := range charges {
-		l.rec.debts.settle(j, unsent, unsent, &l.rec.stats)
+		l.rec.debts.record(j, unsent, unsent, &l.rec.stats)
 	}
 }
 
 // charge sends c to the store in a call of its own, with Options.Timeout
 // whatever the caller's deadline. A charge cut off by a caller that gave
-// up would be in doubt. It counts the outcome and returns it with the
+// up would be in doubt. It counts its status and returns it with the
 // store's error. One state is one script call, which the store may tell
 // did not run. A charge of several states in one call would make a
 // failure of one slot's master (a Cluster failover) leave every state of
 // the call in doubt.
-func (l *Limiter) charge(ctx context.Context, c *charge) (outcome, error) {
+func (l *Limiter) charge(ctx context.Context, c *charge) (chargeStatus, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	defer cancel()
 	req := redlimit.Request{Key: c.key, Limit: c.limit, Cost: c.units, Debit: true}
@@ -617,9 +617,9 @@ func (l *Limiter) charge(ctx context.Context, c *charge) (outcome, error) {
 	}
 	l.rec.stats.unconfirmed.Add(c.units)
 	if c.id == "" {
-		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, not retried", "units", c.units, "err", err)
+		l.log.Warn("redlimit: charging what was counted locally failed, not known to be counted, not retried", "units", c.units, "err", err)
 	} else {
-		l.log.Warn("redlimit: charging what was counted locally failed, outcome unknown, to be retried with its id", "units", c.units, "err", err)
+		l.log.Warn("redlimit: charging what was counted locally failed, not known to be counted, to be retried with its id", "units", c.units, "err", err)
 	}
 	return inDoubt, err
 }
@@ -681,7 +681,7 @@ func (l *Limiter) reconcile(wait time.Duration) {
 		}
 		// A batch, taken one state at a time: a state taken is busy,
 		// and holds the calls that decide it, until its charge is
-		// settled (see decideOwed).
+		// recorded (see decideOwed).
 		wait := l.rec.spread / 50
 		for range redlimit.MaxRequests {
 			taken := l.rec.debts.take(1, from, l.now(), l.rec.once != nil, &l.rec.stats)

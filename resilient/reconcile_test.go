@@ -181,12 +181,12 @@ func TestReconcileChargesWhatWasAdmittedLocally(t *testing.T) {
 				}
 			} else {
 				backOnStore(t, l)
-				waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 })
+				waitFor(5*time.Second, func() bool { return l.Reconciliation().Owed == 0 })
 			}
 			want := resilient.Reconciliation{Charged: owed}
 			if inline {
 				// Only k is asked for again; tries decided locally stay owed.
-				want = resilient.Reconciliation{Charged: 100, Pending: int((owed - 100) / 80)}
+				want = resilient.Reconciliation{Charged: 100, Owed: int((owed - 100) / 80)}
 			}
 			if rc := l.Reconciliation(); rc != want {
 				t.Errorf("reconciliation: %+v, want %+v", rc, want)
@@ -282,7 +282,7 @@ func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
 			t.Errorf("a call held while k's charge was sent: %+v; want the store's denial, the debt charged", r)
 		}
 	}
-	if rc := l.Reconciliation(); rc.Charged != 100 || rc.Pending != 0 {
+	if rc := l.Reconciliation(); rc.Charged != 100 || rc.Owed != 0 {
 		t.Errorf("reconciliation: %+v, want 100 charged", rc)
 	}
 }
@@ -360,7 +360,7 @@ func TestReconcileChargesAtMostOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	backOnStore(t, l)
-	waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 })
+	waitFor(5*time.Second, func() bool { return l.Reconciliation().Owed == 0 })
 	for range 3 {
 		backOnStore(t, l)
 	}
@@ -387,19 +387,19 @@ func TestReconcileIsBounded(t *testing.T) {
 		admitLocally(t, l, fmt.Sprint("k", i), lim, 1)
 	}
 	rc := l.Reconciliation()
-	if rc.Pending < 1 || rc.Pending > 16 || int(rc.Dropped-before.Dropped)+rc.Pending-before.Pending != 200 {
+	if rc.Owed < 1 || rc.Owed > 16 || int(rc.Dropped-before.Dropped)+rc.Owed-before.Owed != 200 {
 		t.Errorf("after 200 states admitted locally, bound 16: %+v (before %+v)", rc, before)
 	}
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	backOnStore(t, l)
-	waitFor(5*time.Second, func() bool { return l.Reconciliation().Pending == 0 })
-	// Every state held charged, once (a try whose outcome was lost on a
+	waitFor(5*time.Second, func() bool { return l.Reconciliation().Owed == 0 })
+	// Every state held charged, once (a try whose reply was lost on a
 	// loaded machine is sent again with its id, and counted in Charged
 	// once it is confirmed).
-	if got := l.Reconciliation(); got.Charged != int64(rc.Pending) || got.Pending != 0 || got.Dropped != rc.Dropped {
-		t.Errorf("charged %+v, want the %d states held", got, rc.Pending)
+	if got := l.Reconciliation(); got.Charged != int64(rc.Owed) || got.Owed != 0 || got.Dropped != rc.Dropped {
+		t.Errorf("charged %+v, want the %d states held", got, rc.Owed)
 	}
 }
 
@@ -468,7 +468,7 @@ func TestReconcileSpreadsBatches(t *testing.T) {
 	}
 	wg.Wait()
 	for _, l := range ls {
-		if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Pending == 0 }) {
+		if !waitFor(10*time.Second, func() bool { return l.Reconciliation().Owed == 0 }) {
 			t.Fatalf("still owed: %+v", l.Reconciliation())
 		}
 	}

@@ -42,7 +42,7 @@ func (l *Limiter) Admit(ctx context.Context, reqs []redlimit.Request) (*redlimit
 // back by the store's Refund, within Options.Timeout, and what the local
 // fallback consumed by the fallback's. A store that fails keeps what it
 // consumed: the error wraps [ErrStore]. The cached denials of the keys
-// given back to are dropped, whatever the outcome.
+// given back to are dropped either way.
 func (l *Limiter) Refund(ctx context.Context, g *redlimit.Grant, back []int64) error {
 	if err := redlimit.ValidateRefund(g, back); err != nil {
 		return fmt.Errorf("resilient: refund: %w", err)

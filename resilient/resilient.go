@@ -22,7 +22,7 @@ const (
 	DefaultCallerMargin     = 5 * time.Millisecond
 	DefaultReconcileSize    = 100_000
 	DefaultReconcileSpread  = time.Second
-	DefaultSettle           = 2 * time.Second
+	DefaultRejoin           = 2 * time.Second
 )
 
 // NodeCounter reports how many nodes share the limits, at least 1. The
@@ -63,7 +63,7 @@ type Options struct {
 	// change (see [Observer]). It gets the breaker's changes instead of
 	// the Logger.
 	Observer Observer
-	// Now is the clock of the caches and the settling; default time.Now.
+	// Now is the clock of the caches and the rejoin; default time.Now.
 	Now func() time.Time
 }
 
@@ -91,7 +91,7 @@ type Limiter struct {
 	log   *slog.Logger
 	obs   Observer // nil when none
 	now   func() time.Time
-	mono  mono           // the measure of the settling's, the caches' and the debts' times
+	mono  mono           // the measure of the rejoin's, the caches' and the debts' times
 	owned []func() error // closed by Close after the Limiter, in order (see Open)
 }
 
@@ -215,14 +215,14 @@ func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit boo
 	if d, ok := l.fromDenyCache(reqs, start); ok {
 		return d, &receipt{}, nil
 	}
-	var shared *redlimit.Decision // what this node's shares admitted, while it settles
+	var shared *redlimit.Decision // what this node's shares admitted, while it rejoins
 	// Only with the breaker closed. Otherwise every decision goes to ask.
 	// The failure policies answer its refusals as before. One of them is
 	// the half-open breaker's probe. A share that denies without asking
 	// would leave a node that spent its shares with no probe. That node
 	// would stay on its fallback.
-	settling := l.local.settling(start)
-	if !admit && settling && l.breaker.closed() {
+	rejoining := l.local.rejoining(start)
+	if !admit && rejoining && l.breaker.closed() {
 		if d, ok := l.local.fromShares(ctx, reqs, start); ok {
 			if !d.Allowed {
 				l.local.noteDecision(false) // no call made, so no failure met
@@ -239,7 +239,7 @@ func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit boo
 	}
 	d, err := l.ask(ctx, c)
 	if err == nil {
-		if settling {
+		if rejoining {
 			l.local.noteDecision(false)
 		}
 		if l.local.seen != nil {
@@ -277,7 +277,7 @@ func (l *Limiter) decide(ctx context.Context, reqs []redlimit.Request, admit boo
 }
 
 // storeFailed records a store failure (or the open breaker's refusal)
-// for the settling (see fallback.storeFailed).
+// for the rejoin (see fallback.storeFailed).
 func (l *Limiter) storeFailed() { l.local.storeFailed(l.now(), l.breaker.closed()) }
 
 // hasDebit reports whether one of reqs is a debit.
@@ -297,11 +297,11 @@ func (l *Limiter) Peek(ctx context.Context, key string, limit redlimit.Limit, n 
 		return redlimit.Result{}, fmt.Errorf("resilient: %w", err)
 	}
 	// A decision counts in the share of failures only while the Limiter
-	// settles; before any outage, no clock is read for it.
-	settling := l.local.everSettled() && l.local.settling(l.now())
+	// rejoins; before any outage, no clock is read for it.
+	rejoining := l.local.everRejoined() && l.local.rejoining(l.now())
 	d, err := l.ask(ctx, storeCall{peek: &redlimit.Request{Key: key, Limit: limit, Cost: n}})
 	if err == nil {
-		if settling {
+		if rejoining {
 			l.local.noteDecision(false)
 		}
 		return d.Results[0], nil
@@ -356,7 +356,7 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 // mono measures times in nanoseconds since its epoch. It uses the
 // monotonic clock when both times have its reading, as time.Now's do. A
 // step of the wall clock (NTP, a VM restored) then neither prolongs nor
-// cuts a settling, a last-seen answer or a debt. A clock without the reading (a
+// cuts a rejoining, a last-seen answer or a debt. A clock without the reading (a
 // test's, through Options.Now) is measured on its wall times.
 type mono struct{ epoch time.Time }
 

@@ -122,7 +122,7 @@ func TestSoak(t *testing.T) {
 		runtime.ReadMemStats(&ms)
 		var owing int64
 		for _, l := range all {
-			owing += int64(l.Reconciliation().Pending)
+			owing += int64(l.Reconciliation().Owed)
 		}
 		samples = append(samples, sample{at, ms.HeapAlloc, usedMemory(), runtime.NumGoroutine(), decisions.Load(), owing})
 		s := samples[len(samples)-1]

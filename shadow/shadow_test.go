@@ -220,8 +220,8 @@ func TestUndecidedAndBadReplies(t *testing.T) {
 	ctx := context.Background()
 	reqs := []redlimit.Request{{Key: "e"}, {Key: "s"}}
 	inShadow := []bool{false, true}
-	ok := redlimit.Result{Allowed: true, Limit: 5, Remaining: 4}
-	no := redlimit.Result{Limit: 5, RetryAfter: time.Second}
+	ok := redlimit.Result{Allowed: true, Max: 5, Remaining: 4}
+	no := redlimit.Result{Max: 5, RetryAfter: time.Second}
 	undecided := redlimit.Result{Source: redlimit.Undecided}
 
 	lim := &scripted{answers: []redlimit.Decision{{Results: []redlimit.Result{undecided, no}}, {Allowed: true, Results: []redlimit.Result{ok}}}}

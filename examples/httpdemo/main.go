@@ -116,7 +116,7 @@ func rateLimit(lim redlimit.Limiter, next http.Handler) http.Handler {
 		}
 		i := d.Tightest()
 		tight := d.Results[i]
-		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(tight.Limit, 10))
+		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(tight.Max, 10))
 		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(tight.Remaining, 10))
 		if d.Allowed {
 			next.ServeHTTP(w, r)

@@ -14,10 +14,10 @@ func (r *runner) invariants(desc string, i int, q Req, res redlimit.Result) *Fai
 		return r.fail("invariant", "%s: request %d answered %+v: %s", desc, i, res, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case res.Limit != q.Limit.Max():
-		return bad("Limit is not %d", q.Limit.Max())
-	case res.Remaining < 0 || res.Remaining > res.Limit:
-		return bad("Remaining is not in [0, Limit]")
+	case res.Max != q.Limit.Max():
+		return bad("Max is not %d", q.Limit.Max())
+	case res.Remaining < 0 || res.Remaining > res.Max:
+		return bad("Remaining is not in [0, Max]")
 	case res.Source != redlimit.FromStore:
 		return bad("Source is not FromStore")
 	case res.RetryAfter%time.Microsecond != 0 && res.RetryAfter != redlimit.Never, res.ResetAfter%time.Microsecond != 0:
@@ -27,12 +27,12 @@ func (r *runner) invariants(desc string, i int, q Req, res redlimit.Result) *Fai
 	}
 	if res.Allowed {
 		switch {
-		case q.Cost > res.Limit:
-			return bad("allowed a cost above Limit")
+		case q.Cost > res.Max:
+			return bad("allowed a cost above Max")
 		case res.RetryAfter != 0:
 			return bad("allowed with a RetryAfter")
-		case res.Remaining > res.Limit-q.Cost:
-			return bad("Remaining after the request is above Limit - cost")
+		case res.Remaining > res.Max-q.Cost:
+			return bad("Remaining after the request is above Max - cost")
 		case res.ResetAfter <= 0:
 			return bad("allowed, so not at a full allowance, yet ResetAfter is 0")
 		}
@@ -41,12 +41,12 @@ func (r *runner) invariants(desc string, i int, q Req, res redlimit.Result) *Fai
 	switch {
 	case res.RetryAfter <= 0:
 		return bad("denied with RetryAfter %s", res.RetryAfter)
-	case (res.RetryAfter == redlimit.Never) != (q.Cost > res.Limit):
-		return bad("RetryAfter is Never if and only if the cost is above Limit")
+	case (res.RetryAfter == redlimit.Never) != (q.Cost > res.Max):
+		return bad("RetryAfter is Never if and only if the cost is above Max")
 	case res.Remaining >= q.Cost:
 		return bad("denied although Remaining covers the cost")
-	case res.ResetAfter == 0 && res.Remaining != res.Limit:
-		return bad("ResetAfter 0 (full allowance) with Remaining below Limit")
+	case res.ResetAfter == 0 && res.Remaining != res.Max:
+		return bad("ResetAfter 0 (full allowance) with Remaining below Max")
 	}
 	return nil
 }
@@ -62,8 +62,8 @@ func (r *runner) refusalInvariants(desc string, i int, q Req, res redlimit.Resul
 	switch {
 	case res.Allowed:
 		return bad("Allowed")
-	case res.Limit != q.Limit.Max():
-		return bad("Limit is not %d", q.Limit.Max())
+	case res.Max != q.Limit.Max():
+		return bad("Max is not %d", q.Limit.Max())
 	case res.Remaining != 0:
 		return bad("Remaining is not 0")
 	case res.Source != redlimit.FromStore:
@@ -215,7 +215,7 @@ func (r *runner) honest(desc string, i int, q Req, in *info, res redlimit.Result
 	}
 	if actual {
 		at := now + res.ResetAfter.Microseconds()
-		full := func(p redlimit.Result) bool { return p.Allowed && p.Remaining == p.Limit-1 }
+		full := func(p redlimit.Result) bool { return p.Allowed && p.Remaining == p.Max-1 }
 		if p := ask(at, 1); !full(p) {
 			return dishonest("reset-after", "the allowance should be full then", at, p)
 		}

@@ -24,10 +24,10 @@ func TestInvariants(t *testing.T) {
 	l := redlimit.PerSecond(10).FixedWindow()
 	tb := redlimit.PerSecond(10).TokenBucket(5)
 	ok := func(rem int64, reset time.Duration) redlimit.Result {
-		return redlimit.Result{Allowed: true, Limit: 10, Remaining: rem, ResetAfter: reset}
+		return redlimit.Result{Allowed: true, Max: 10, Remaining: rem, ResetAfter: reset}
 	}
 	deny := func(rem int64, retry, reset time.Duration) redlimit.Result {
-		return redlimit.Result{Limit: 10, Remaining: rem, RetryAfter: retry, ResetAfter: reset}
+		return redlimit.Result{Max: 10, Remaining: rem, RetryAfter: retry, ResetAfter: reset}
 	}
 	for _, c := range []struct {
 		name string
@@ -38,20 +38,20 @@ func TestInvariants(t *testing.T) {
 		{"allowed", Req{0, l, 3, false}, ok(7, time.Second), false},
 		{"denied", Req{0, l, 3, false}, deny(2, time.Second, time.Second), false},
 		{"never", Req{0, l, 11, false}, deny(10, redlimit.Never, 0), false},
-		{"Limit not Max", Req{0, tb, 1, false}, redlimit.Result{Allowed: true, Limit: 10, Remaining: 4, ResetAfter: 1}, true},
+		{"Max not Limit.Max", Req{0, tb, 1, false}, redlimit.Result{Allowed: true, Max: 10, Remaining: 4, ResetAfter: 1}, true},
 		{"negative Remaining", Req{0, l, 3, false}, deny(-1, time.Second, time.Second), true},
-		{"Remaining above Limit", Req{0, l, 3, false}, deny(11, time.Second, time.Second), true},
-		{"Remaining above Limit - cost", Req{0, l, 3, false}, ok(8, time.Second), true},
-		{"allowed above Limit", Req{0, l, 11, false}, ok(0, time.Second), true},
-		{"allowed with RetryAfter", Req{0, l, 1, false}, redlimit.Result{Allowed: true, Limit: 10, Remaining: 9, RetryAfter: 1, ResetAfter: time.Second}, true},
+		{"Remaining above Max", Req{0, l, 3, false}, deny(11, time.Second, time.Second), true},
+		{"Remaining above Max - cost", Req{0, l, 3, false}, ok(8, time.Second), true},
+		{"allowed above Max", Req{0, l, 11, false}, ok(0, time.Second), true},
+		{"allowed with RetryAfter", Req{0, l, 1, false}, redlimit.Result{Allowed: true, Max: 10, Remaining: 9, RetryAfter: 1, ResetAfter: time.Second}, true},
 		{"allowed without ResetAfter", Req{0, l, 1, false}, ok(9, 0), true},
 		{"denied without RetryAfter", Req{0, l, 3, false}, deny(2, 0, time.Second), true},
-		{"Never below Limit", Req{0, l, 3, false}, deny(2, redlimit.Never, time.Second), true},
-		{"finite above Limit", Req{0, l, 11, false}, deny(10, time.Second, 0), true},
+		{"Never below Max", Req{0, l, 3, false}, deny(2, redlimit.Never, time.Second), true},
+		{"finite above Max", Req{0, l, 11, false}, deny(10, time.Second, 0), true},
 		{"denied within Remaining", Req{0, l, 3, false}, deny(3, time.Second, time.Second), true},
 		{"full with ResetAfter 0 only", Req{0, l, 3, false}, deny(2, time.Second, 0), true},
 		{"fraction of a microsecond", Req{0, l, 1, false}, ok(9, time.Second+1), true},
-		{"Source", Req{0, l, 1, false}, redlimit.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second, Source: redlimit.FromLocal}, true},
+		{"Source", Req{0, l, 1, false}, redlimit.Result{Allowed: true, Max: 10, Remaining: 9, ResetAfter: time.Second, Source: redlimit.FromLocal}, true},
 	} {
 		r := testRunner()
 		if f := r.invariants(c.name, 0, c.q, c.res); (f != nil) != c.bad {
@@ -96,11 +96,11 @@ func TestRefusalInvariants(t *testing.T) {
 		res  redlimit.Result
 		bad  bool
 	}{
-		{"refused", redlimit.Result{Limit: 10, RetryAfter: time.Millisecond}, false},
-		{"refused for ever", redlimit.Result{Limit: 10, RetryAfter: redlimit.Never}, false},
-		{"allowed", redlimit.Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}, true},
-		{"remaining", redlimit.Result{Limit: 10, Remaining: 3, RetryAfter: time.Millisecond}, true},
-		{"retry below a millisecond", redlimit.Result{Limit: 10, RetryAfter: time.Millisecond - time.Microsecond}, true},
+		{"refused", redlimit.Result{Max: 10, RetryAfter: time.Millisecond}, false},
+		{"refused for ever", redlimit.Result{Max: 10, RetryAfter: redlimit.Never}, false},
+		{"allowed", redlimit.Result{Allowed: true, Max: 10, Remaining: 9, ResetAfter: time.Second}, true},
+		{"remaining", redlimit.Result{Max: 10, Remaining: 3, RetryAfter: time.Millisecond}, true},
+		{"retry below a millisecond", redlimit.Result{Max: 10, RetryAfter: time.Millisecond - time.Microsecond}, true},
 	} {
 		r := testRunner()
 		if f := r.refusalInvariants(c.name, 0, Req{0, l, 1, false}, c.res); (f != nil) != c.bad {
@@ -115,7 +115,7 @@ func TestRefusalInvariants(t *testing.T) {
 func TestHonest(t *testing.T) {
 	l := redlimit.PerSecond(10).FixedWindow()
 	t0 := redlimittest.T0.UnixMicro() // a window's start
-	honest := redlimit.Result{Limit: 10, RetryAfter: time.Second, ResetAfter: time.Second}
+	honest := redlimit.Result{Max: 10, RetryAfter: time.Second, ResetAfter: time.Second}
 	with := func(f func(*redlimit.Result)) redlimit.Result {
 		r := honest
 		f(&r)

@@ -29,9 +29,9 @@
 //     ([Options].NoClockBack): it would find again the idle states the
 //     store evicted. A debit is never refused. The debit right after a
 //     check that passed never fails for want of room;
-//   - each Result on its own: Limit is the limit's Max, Remaining in
-//     [0, Limit], RetryAfter 0 when allowed. RetryAfter is Never exactly
-//     when the cost is above Limit. ResetAfter is 0 only at a full
+//   - each Result on its own: Max is the limit's Max, Remaining in
+//     [0, Max], RetryAfter 0 when allowed. RetryAfter is Never exactly
+//     when the cost is above Max. ResetAfter is 0 only at a full
 //     allowance;
 //   - RetryAfter is honest, asked of the model. The same cost passes at
 //     now+RetryAfter and not 1 µs before, if nothing else happens.

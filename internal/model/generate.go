@@ -340,7 +340,7 @@ func hostSkew(t time.Time) time.Duration {
 	return d
 }
 
-// next returns the next op, or false when the bytes or the op budget have
+// next returns the next op, or false when the bytes or the ops allowed have
 // run out.
 func (g *generator) next(h hints) (Op, bool) {
 	if g.then != nil && g.ops < g.max {

@@ -25,11 +25,11 @@ func Check(t testing.TB, newEnv NewEnv, data []byte, opts Options) {
 }
 
 // Minimize returns the failure of the shortest sequence it finds, within
-// budget, that fails the same check as f. It drops runs of operations,
+// maxTime, that fails the same check as f. It drops runs of operations,
 // halving their length down to one. It keeps each drop after which the
 // check still fails.
-func Minimize(t testing.TB, newEnv NewEnv, f *Failure, budget time.Duration) *Failure {
-	deadline := time.Now().Add(budget)
+func Minimize(t testing.TB, newEnv NewEnv, f *Failure, maxTime time.Duration) *Failure {
+	deadline := time.Now().Add(maxTime)
 	best := f
 	for progress := true; progress && time.Now().Before(deadline); {
 		progress = false

@@ -412,7 +412,7 @@ func fixedWindow(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
 	w := st.window(l, now)
 	end := windowEnd(l, w)
 	c := st.windows[w]
-	r := redlimit.Result{Limit: L}
+	r := redlimit.Result{Max: L}
 	if c+n <= L {
 		r.Allowed = true
 		r.Remaining = L - c - n
@@ -445,7 +445,7 @@ func slidingLog(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
 			newest = max(newest, s.t)
 		}
 	}
-	r := redlimit.Result{Limit: L}
+	r := redlimit.Result{Max: L}
 	if c+n <= L {
 		r.Allowed = true
 		r.Remaining = L - c - n
@@ -507,7 +507,7 @@ func slidingWindow(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
 		q := new(big.Int).Div(x, big.NewInt(W)) // Euclidean: floor for W > 0
 		return max(0, q.Int64())
 	}
-	r := redlimit.Result{Limit: L}
+	r := redlimit.Result{Max: L}
 	if fits(now) {
 		r.Allowed = true
 		r.Remaining = units(room(now)) - n
@@ -561,7 +561,7 @@ func tokenBucket(st *state, l redlimit.Limit, n, now int64) redlimit.Result {
 	T := l.EmissionInterval()
 	tau := l.Burst * T
 	tat := max(st.tat, now)
-	r := redlimit.Result{Limit: l.Burst}
+	r := redlimit.Result{Max: l.Burst}
 	// A cost above the burst never passes: deciding it first keeps n*T
 	// within tau, far from overflowing.
 	if n <= l.Burst && tat+n*T-now <= tau {

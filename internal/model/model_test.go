@@ -142,9 +142,9 @@ func TestCatchesPlantedBugs(t *testing.T) {
 			t.Delay = 0
 			return t, err
 		}}},
-		{"Remaining past Limit", mutant{allowN: func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
+		{"Remaining past Max", mutant{allowN: func(m *model.Model, ctx context.Context, key string, l redlimit.Limit, n int64) (redlimit.Result, error) {
 			r, err := m.AllowN(ctx, key, l, n)
-			if r.Remaining == r.Limit && r.Limit > 0 {
+			if r.Remaining == r.Max && r.Max > 0 {
 				r.Remaining++
 			}
 			return r, err

@@ -35,7 +35,7 @@ func (m *Model) QueueAt(key string, limit redlimit.Limit, n int64, maxWait time.
 	case r.RetryAfter <= maxWait: // Never is above any maxWait
 		st := m.get(key, limit)
 		st.tat = max(st.tat, now) + n*limit.EmissionInterval()
-		t.Result = redlimit.Result{Allowed: true, Limit: limit.Max(), ResetAfter: us(st.tat - now)}
+		t.Result = redlimit.Result{Allowed: true, Max: limit.Max(), ResetAfter: us(st.tat - now)}
 		t.Delay = r.RetryAfter
 	default:
 		t.Result = r

@@ -573,7 +573,7 @@ func fmtResult(r redlimit.Result) string {
 	if r.RetryAfter == redlimit.Never {
 		ra = "never"
 	}
-	return fmt.Sprintf("{ok=%v rem=%d/%d retry=%s reset=%s}", r.Allowed, r.Remaining, r.Limit, ra, r.ResetAfter)
+	return fmt.Sprintf("{ok=%v rem=%d/%d retry=%s reset=%s}", r.Allowed, r.Remaining, r.Max, ra, r.ResetAfter)
 }
 
 // isDebit reports whether q of op is a debit: only an AllowAll carries them.

@@ -109,7 +109,7 @@ func StartSentinelGroup(tb testing.TB, name string) *SentinelGroup {
 		}
 		return nil
 	}); err != nil {
-		tb.Fatalf("redistest: the sentinels did not settle: %v", err)
+		tb.Fatalf("redistest: the sentinels did not converge: %v", err)
 	}
 	return g
 }

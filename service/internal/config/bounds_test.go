@@ -106,7 +106,7 @@ func TestParseMergeFanBounded(t *testing.T) {
 		t.Errorf("got %v, want too many nodes at the line of a merging descriptor", err)
 	}
 	if err != nil && strings.Count(err.Error(), "\n") > 0 {
-		t.Errorf("errors after the budget was spent:\n%v", err)
+		t.Errorf("errors after the nodes left were spent:\n%v", err)
 	}
 	t.Logf("%d bytes allocated", n)
 }

@@ -83,7 +83,7 @@ type parser struct {
 	defaultAlgorithm redlimit.Algorithm     // the file's default when it names none
 	failure          redlimit.FailurePolicy // the file's default
 	counting         Counting               // the file's default
-	budget           int                    // nodes left to visit before aliases count as a bomb
+	nodesLeft        int                    // nodes left to visit before aliases count as a bomb
 	nodes            int                    // nodes in the document, not following aliases
 
 	names         map[string]bool     // rule names defined in the file
@@ -95,7 +95,7 @@ type parser struct {
 // errorf records an error at a line and field, with an optional cause.
 func (p *parser) errorf(line int, path string, cause error, format string, args ...any) {
 	switch {
-	case p.budget < 0:
+	case p.nodesLeft < 0:
 	case len(p.errs) < maxErrors:
 		p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: path, Msg: fmt.Sprintf(format, args...), Err: cause})
 	case len(p.errs) == maxErrors:
@@ -104,21 +104,21 @@ func (p *parser) errorf(line int, path string, cause error, format string, args 
 }
 
 // stopped reports whether parsing should stop: too many errors, or the
-// budget of nodes spent.
-func (p *parser) stopped() bool { return len(p.errs) > maxErrors || p.budget < 0 }
+// nodes left spent.
+func (p *parser) stopped() bool { return len(p.errs) > maxErrors || p.nodesLeft < 0 }
 
-// spend takes n nodes from the budget, and reports whether it had them. The
+// spend takes n nodes from those left, and reports whether it had them. The
 // first call that finds it spent records an error at line, naming what.
 func (p *parser) spend(n int, line int, path, what string) bool {
-	if p.budget < n {
-		if p.budget >= 0 {
+	if p.nodesLeft < n {
+		if p.nodesLeft >= 0 {
 			p.errorf(line, path, nil, "%s expand to too many nodes (more than %d beyond the %d the file holds)",
 				what, aliasAllowance, p.nodes)
 		}
-		p.budget = -1 // and errorf records nothing more: the rest would follow from it
+		p.nodesLeft = -1 // and errorf records nothing more: the rest would follow from it
 		return false
 	}
-	p.budget -= n
+	p.nodesLeft -= n
 	return true
 }
 
@@ -156,7 +156,7 @@ func (p *parser) document(data []byte) *Domain {
 	}
 	root := doc.Content[0]
 	p.nodes = countNodes(root)
-	p.budget = p.nodes + aliasAllowance
+	p.nodesLeft = p.nodes + aliasAllowance
 	return p.top(root)
 }
 

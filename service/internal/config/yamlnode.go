@@ -69,7 +69,7 @@ func (p *parser) mapping(n *yaml.Node, path string, allowed []string) (fields ma
 // addFields adds the keys of the mapping n that fields does not hold yet,
 // then those of the mappings n merges, unless merged already. The mapping
 // being parsed is at line; depth is how many merges led from it to n. Each
-// key visited is spent from the parser's budget.
+// key visited is spent from the parser's nodes left.
 func (p *parser) addFields(fields map[string]field, n *yaml.Node, path string, allowed []string, merged map[*yaml.Node]bool, line, depth int) {
 	what := "aliases"
 	if depth > 0 {

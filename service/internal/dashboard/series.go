@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// outcome is what an event came to, as the page counts it.
+// outcome is a descriptor's outcome, as the page counts it.
 type outcome uint8
 
 const (

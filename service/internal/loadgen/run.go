@@ -156,12 +156,12 @@ type worker struct {
 }
 
 // run asks target until stop is set. Run sets it at the end of the
-// duration, or when ctx ends. When budget is not nil, run stops when the
-// decisions budget holds are spent. Calls use callCtx. A failure after ctx
+// duration, or when ctx ends. When left is not nil, run stops when the
+// decisions left are made. Calls use callCtx. A failure after ctx
 // has ended (the run was interrupted) is not counted.
-func (w *worker) run(ctx, callCtx context.Context, target Target, keys []string, cost int64, stop *atomic.Bool, budget *atomic.Int64) {
+func (w *worker) run(ctx, callCtx context.Context, target Target, keys []string, cost int64, stop *atomic.Bool, left *atomic.Int64) {
 	for !stop.Load() {
-		if budget != nil && budget.Add(-1) < 0 {
+		if left != nil && left.Add(-1) < 0 {
 			return
 		}
 		key := keys[w.pick.next()]
@@ -255,10 +255,10 @@ func Run(ctx context.Context, target Target, opts Options) (*Result, error) {
 	defer cancelCalls()
 
 	var stop atomic.Bool
-	var budget *atomic.Int64
+	var left *atomic.Int64
 	if o.Decisions > 0 {
-		budget = new(atomic.Int64)
-		budget.Store(o.Decisions)
+		left = new(atomic.Int64)
+		left.Store(o.Decisions)
 		res.Duration = 0
 	}
 	targets := make([]Target, len(workers))
@@ -272,7 +272,7 @@ func Run(ctx context.Context, target Target, opts Options) (*Result, error) {
 	start := time.Now()
 	res.Start = start.UTC().Round(0)
 	for i, w := range workers {
-		wg.Go(func() { w.run(ctx, callCtx, targets[i], keys, o.Cost, &stop, budget) })
+		wg.Go(func() { w.run(ctx, callCtx, targets[i], keys, o.Cost, &stop, left) })
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -286,15 +286,15 @@ func Run(ctx context.Context, target Target, opts Options) (*Result, error) {
 		}
 	}()
 
-	var end <-chan time.Time // the end of Duration; with a budget, none
-	if budget == nil {
+	var end <-chan time.Time // the end of Duration; with Decisions, none
+	if left == nil {
 		timer := time.NewTimer(o.Duration)
 		defer timer.Stop()
 		end = timer.C
 	}
 	select {
 	case <-end:
-	case <-done: // the budget is spent
+	case <-done: // the decisions are made
 	case <-ctx.Done():
 		res.Interrupted = true
 	}

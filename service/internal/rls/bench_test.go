@@ -254,7 +254,7 @@ func TestAnswerAllocs(t *testing.T) {
 	}
 	results := make([]redlimit.Result, 3)
 	for i := range results {
-		results[i] = redlimit.Result{Allowed: true, Limit: 100, Remaining: 99, ResetAfter: 1500 * time.Millisecond}
+		results[i] = redlimit.Result{Allowed: true, Max: 100, Remaining: 99, ResetAfter: 1500 * time.Millisecond}
 	}
 	svc, err := New(Options{Limiter: fixedLimiter{results: results}, Headers: ratelimitfield.None})
 	if err != nil {

@@ -138,7 +138,7 @@ func both(o, r redlimit.Result) redlimit.Result {
 	res := o
 	if redlimit.Tightest([]redlimit.Result{o, r}) == 1 {
 		res = r
-		res.Limit = o.Limit
+		res.Max = o.Max
 	}
 	res.Remaining = min(o.Remaining, r.Remaining)
 	res.ResetAfter = max(o.ResetAfter, r.ResetAfter)

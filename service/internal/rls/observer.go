@@ -9,7 +9,7 @@ import (
 	"github.com/redlimit/redlimit"
 )
 
-// Outcome is what one limited descriptor of a request came to.
+// Outcome is the service's answer for one limited descriptor of a request.
 type Outcome uint8
 
 const (

@@ -26,7 +26,7 @@ func (l undecidedLimiter) AllowAll(ctx context.Context, reqs []redlimit.Request)
 	}
 	for i, r := range reqs {
 		if strings.Contains(r.Key, l.mark) {
-			d.Results[i] = redlimit.Result{Limit: r.Limit.Max(), Source: redlimit.Undecided}
+			d.Results[i] = redlimit.Result{Max: r.Limit.Max(), Source: redlimit.Undecided}
 		}
 	}
 	return d, nil

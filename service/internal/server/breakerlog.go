@@ -36,7 +36,7 @@ type breakerLog struct {
 	since   time.Time // when it opened
 	probes  int       // failed probes since it opened
 	last    time.Time // of the last line
-	pending bool      // a line is due at last+1s
+	due     bool      // a line is due at last+1s
 }
 
 // changed is told each change of the breaker (resilient.Observer's
@@ -58,15 +58,15 @@ func (b *breakerLog) changed(from, to string, cause error) {
 		return
 	}
 	b.changes++
-	if b.pending {
+	if b.due {
 		return
 	}
 	if wait := time.Second - now.Sub(b.last); wait > 0 {
-		b.pending = true
+		b.due = true
 		time.AfterFunc(wait, func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			b.pending = false
+			b.due = false
 			b.flush(time.Now())
 		})
 		return

@@ -71,12 +71,12 @@ func TestGRPCHalfSentStreams(t *testing.T) {
 
 // Sent as DATA frames of one byte, a message costs grpc-go 20 to 40 bytes
 // of heap per byte (each frame is a buffer of its own until the message is
-// complete): 16 streams of 64 KiB held 20 MiB. The pending budget
+// complete): 16 streams of 64 KiB held 20 MiB. The cap on bytes held
 // counts what the frames cost and closes the connection that holds the
-// most once it is spent. (Not parallel: it measures the heap.)
+// most once it is passed. (Not parallel: it measures the heap.)
 func TestGRPCTinyFrames(t *testing.T) {
-	const budget = 2 << 20
-	r := start(t, Options{MaxMessageBytes: 64 << 10, GRPCMaxPendingBytes: budget})
+	const maxHeld = 2 << 20
+	r := start(t, Options{MaxMessageBytes: 64 << 10, GRPCMaxPendingBytes: maxHeld})
 	before, cpu := liveHeap(), processCPU()
 	a := dialH2(t, r.GRPCAddr())
 	a.paced = true
@@ -89,8 +89,8 @@ func TestGRPCTinyFrames(t *testing.T) {
 	}
 	grew := liveHeap() - before
 	t.Logf("sent %d one-byte frames; the heap grew by %.1f MiB; %v of CPU (both sides)", sent, float64(grew)/(1<<20), processCPU()-cpu)
-	if grew > 4*budget {
-		t.Fatalf("heap grew by %.0f MiB for %d one-byte frames, want under %d MiB", float64(grew)/(1<<20), sent, 4*budget>>20)
+	if grew > 4*maxHeld {
+		t.Fatalf("heap grew by %.0f MiB for %d one-byte frames, want under %d MiB", float64(grew)/(1<<20), sent, 4*maxHeld>>20)
 	}
 	waitFor(t, "the connection closed", a.ended)
 	stillAnswers(t, r)
@@ -169,8 +169,8 @@ func TestGRPCUnreadAnswers(t *testing.T) {
 // stream, so GRPCMaxPendingBytes bounds them. (Not parallel: it measures
 // the heap.)
 func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
-	const budget = 4 << 20
-	r := start(t, Options{GRPCMaxPendingBytes: budget})
+	const maxHeld = 4 << 20
+	r := start(t, Options{GRPCMaxPendingBytes: maxHeld})
 	msg := smallRequest(t)
 	var pad []hpack.HeaderField
 	for i := range 200 {
@@ -196,8 +196,8 @@ func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d connections closed; the heap grew by %.1f MiB; %v of CPU (both sides)", shed, len(as), float64(grew)/(1<<20), processCPU()-cpu)
-	if grew > 3*budget {
-		t.Fatalf("heap grew by %.1f MiB for streams whose answers are not read, want under %d MiB", float64(grew)/(1<<20), 3*budget>>20)
+	if grew > 3*maxHeld {
+		t.Fatalf("heap grew by %.1f MiB for streams whose answers are not read, want under %d MiB", float64(grew)/(1<<20), 3*maxHeld>>20)
 	}
 	stillAnswers(t, r)
 }
@@ -205,7 +205,7 @@ func TestGRPCUnreadAnswersAcrossConnections(t *testing.T) {
 // Past GRPCMaxPendingBytes, the connection whose streams hold the most is
 // closed, and the others keep being served; the count returns to zero
 // once its streams are gone.
-func TestGRPCPendingBudget(t *testing.T) {
+func TestGRPCHeldBytesCap(t *testing.T) {
 	t.Parallel()
 	r := start(t, Options{GRPCMaxPendingBytes: 1 << 20})
 	stillAnswers(t, r)
@@ -222,7 +222,7 @@ func TestGRPCPendingBudget(t *testing.T) {
 	}
 	stillAnswers(t, r)
 	waitFor(t, "nothing held", func() bool { return r.metric(t, "redlimit_grpc_pending_bytes") == 0 })
-	if !strings.Contains(r.logs.String(), "pending budget ran out") {
+	if !strings.Contains(r.logs.String(), "the bytes held passed the cap") {
 		t.Fatalf("no log of the shedding in\n%s", r.logs)
 	}
 }

@@ -27,7 +27,7 @@ import (
 // stream. A stream is open from the client's HEADERS to the END_STREAM or
 // RST_STREAM that ends it on the server's side, or the client's
 // RST_STREAM. It counts the length of each DATA frame it received, plus
-// frameCost. When the count over all connections passes the budget, it
+// frameCost. When the count over all connections passes maxHeld, it
 // closes the connection that holds the most. That ends its streams and
 // frees what they held.
 //
@@ -35,7 +35,7 @@ import (
 // (see tlsListener) and reads the decrypted frames.
 type connGuard struct {
 	maxConns int
-	budget   int64
+	maxHeld  int64
 	log      *slog.Logger
 
 	pending atomic.Int64 // held over all connections
@@ -45,7 +45,7 @@ type connGuard struct {
 	conns map[*guardedConn]struct{}
 
 	refused atomic.Int64 // connections closed at once at maxConns
-	shed    atomic.Int64 // connections closed over the budget
+	shed    atomic.Int64 // connections closed over maxHeld
 
 	logs throttle // of refusals and shedding
 }
@@ -67,8 +67,8 @@ const (
 // logs why.
 var errShed = errors.New("server: gRPC connection closed by the guard")
 
-func newConnGuard(maxConns int, budget int64, log *slog.Logger) *connGuard {
-	return &connGuard{maxConns: maxConns, budget: budget, log: log, conns: map[*guardedConn]struct{}{}}
+func newConnGuard(maxConns int, maxHeld int64, log *slog.Logger) *connGuard {
+	return &connGuard{maxConns: maxConns, maxHeld: maxHeld, log: log, conns: map[*guardedConn]struct{}{}}
 }
 
 // listener returns ln with every accepted connection guarded; a connection
@@ -131,8 +131,8 @@ func (g *connGuard) overBudget() {
 		return
 	}
 	g.shed.Add(1)
-	g.warn("gRPC connection closed: its streams held the most when the pending budget ran out",
-		"remote", victim.RemoteAddr().String(), "held_bytes", victim.held.Load(), "max_pending_bytes", g.budget)
+	g.warn("gRPC connection closed: its streams held the most when the bytes held passed the cap",
+		"remote", victim.RemoteAddr().String(), "held_bytes", victim.held.Load(), "max_pending_bytes", g.maxHeld)
 	victim.Close()
 }
 
@@ -252,7 +252,7 @@ func (c *guardedConn) received(typ, flags byte, id uint32, length int) bool {
 	c.held.Add(cost)
 	total := c.g.pending.Add(cost)
 	c.mu.Unlock()
-	if total > c.g.budget {
+	if total > c.g.maxHeld {
 		c.g.overBudget()
 		return c.isClosed()
 	}
@@ -309,7 +309,7 @@ func (c *guardedConn) Close() error {
 //
 //	redlimit_grpc_connections                gRPC connections open
 //	redlimit_grpc_connections_refused_total  connections closed at once, at GRPCMaxConnections
-//	redlimit_grpc_connections_shed_total     connections closed when the pending budget ran out
+//	redlimit_grpc_connections_shed_total     connections closed when the bytes held passed the cap
 //	redlimit_grpc_pending_bytes              what the open streams hold, as the guard counts it
 func (g *connGuard) register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{

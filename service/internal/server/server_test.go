@@ -326,7 +326,7 @@ func TestStartupErrors(t *testing.T) {
 		{"bad cap", Options{MaxDescriptors: 65}, "MaxDescriptors"},
 		{"allowed host a URL", Options{AllowedHosts: []string{"http://ratelimit.internal"}}, "AllowedHosts"},
 		{"allowed host bad port", Options{AllowedHosts: []string{"ratelimit.internal:http"}}, "AllowedHosts"},
-		{"pending budget below a message", Options{GRPCMaxPendingBytes: 100 << 10}, "GRPCMaxPendingBytes"},
+		{"held bytes cap below a message", Options{GRPCMaxPendingBytes: 100 << 10}, "GRPCMaxPendingBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o

@@ -81,10 +81,10 @@ func (s *sparse) Reset(ctx context.Context, key string, l redlimit.Limit) error 
 //     fresh share);
 //   - every denial from the deny cache is one Redis makes too (refunds and
 //     Resets drop the cached denials of their keys);
-//   - the settling ends: once 120 decisions have passed since the
+//   - the rejoin ends: once 120 decisions have passed since the
 //     outage's last, the share of failures is below a sixteenth, and
-//     Options.Settle after that no share denies (the odd failure does not
-//     keep the node settling).
+//     Options.Fallback.Rejoin after that no share denies (the odd failure does not
+//     keep the node rejoining).
 func TestRandomOutagesRefundsResets(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
@@ -96,7 +96,7 @@ func TestRandomOutagesRefundsResets(t *testing.T) {
 		seeds = n // a longer hunt
 	}
 	const (
-		settle = 250 * time.Millisecond // of the test's clock: longer than the odd failures' spacing
+		rejoin = 250 * time.Millisecond // of the test's clock: longer than the odd failures' spacing
 		decay  = 120                    // decisions for the share of failures to fall below a sixteenth
 	)
 	for seed := range uint64(seeds) {
@@ -105,14 +105,14 @@ func TestRandomOutagesRefundsResets(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5e771e5))
 			ctx := context.Background()
 			store := &sparse{flaky: &flaky{Store: redisStore(t, []string{srv.Addr()}), down: map[string]bool{}}}
-			// The settling and the deny cache run on the steps' clock,
+			// The rejoin and the deny cache run on the steps' clock,
 			// Redis on its own: nothing an hourly sliding log keeps
 			// expires during the test.
 			var skip atomic.Int64
 			t0 := time.Now().Round(0)
 			now := func() time.Time { return t0.Add(time.Duration(skip.Load())) }
 			l := newLimiter(t, store, resilient.Options{
-				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: settle}, Reconcile: resilient.ReconcileOptions{Spread: -1},
+				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: time.Millisecond}, Fallback: resilient.FallbackOptions{Rejoin: rejoin}, Reconcile: resilient.ReconcileOptions{Spread: -1},
 				Timeout: 5 * time.Second, Now: now,
 			})
 			// Keys and limits enough for hundreds of decisions to reach the
@@ -123,7 +123,7 @@ func TestRandomOutagesRefundsResets(t *testing.T) {
 				keys[i] = fmt.Sprint(string(rune('a'+i)), rng.Uint64())
 			}
 			// A hot key, in some runs: its share spent, the shares deny
-			// most decisions while the node settles.
+			// most decisions while the node rejoins.
 			hot := []int{0, 80}[rng.IntN(2)]
 			pick := func() string {
 				if rng.IntN(100) < hot {
@@ -175,13 +175,13 @@ func TestRandomOutagesRefundsResets(t *testing.T) {
 					store.failNext.Store(true)
 				}
 				// decided notes a decision's results: whether it came from the
-				// deny cache, and, for the settling, whether it met the
+				// deny cache, and, for the rejoin, whether it met the
 				// outage and whether a share denied it.
 				decided := func(what string, rs []redlimit.Result, allowed bool, before int64, breakerWas string, share bool) {
 					log = append(log, fmt.Sprintf("%s: %v %s", what, allowed, rs[0].Source))
 					for _, r := range rs {
 						if r.Source == redlimit.FromDenyCache {
-							return // asked nothing; not counted by the settling
+							return // asked nothing; not counted by the rejoin
 						}
 					}
 					decisions++
@@ -196,9 +196,9 @@ func TestRandomOutagesRefundsResets(t *testing.T) {
 					if since++; since == decay {
 						decayed = now()
 					}
-					if share && !odd && !allowed && rs[0].Source == redlimit.FromLocal && !decayed.IsZero() && now().Sub(decayed) >= settle {
-						t.Fatalf("step %d: %s denied by the share %s after %d decisions since the outage's last (odd failures %d or more apart); the settling should have ended %s after the %dth\n%v",
-							step, what, now().Sub(decayed), since, spacing, settle, decay, tail(log))
+					if share && !odd && !allowed && rs[0].Source == redlimit.FromLocal && !decayed.IsZero() && now().Sub(decayed) >= rejoin {
+						t.Fatalf("step %d: %s denied by the share %s after %d decisions since the outage's last (odd failures %d or more apart); the rejoin should have ended %s after the %dth\n%v",
+							step, what, now().Sub(decayed), since, spacing, rejoin, decay, tail(log))
 					}
 				}
 				checkCached := func(what string, key string, cost int64, r redlimit.Result) {

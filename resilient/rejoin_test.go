@@ -46,11 +46,11 @@ func (s switchable) Peek(ctx context.Context, key string, l redlimit.Limit, n in
 	return s.Limiter.Peek(ctx, key, l, n)
 }
 
-// settlingNode returns a node on srv's Redis, under prefix (nil: a prefix
+// rejoiningNode returns a node on srv's Redis, under prefix (nil: a prefix
 // of its own), whose store fails while down is set, with opts and what
-// every settle test wants besides: the breaker open at the first failure
+// every rejoin test wants besides: the breaker open at the first failure
 // and probing again after 20 ms, and charges sent at once.
-func settlingNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option, down *atomic.Bool, opts resilient.Options) *resilient.Limiter {
+func rejoiningNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option, down *atomic.Bool, opts resilient.Options) *resilient.Limiter {
 	t.Helper()
 	var popts []redisstore.Option
 	if prefix != nil {
@@ -63,20 +63,20 @@ func settlingNode(t *testing.T, srv *redistest.Server, prefix redisstore.Option,
 	return newLimiter(t, switchable{redisStore(t, []string{srv.Addr()}, popts...), down}, opts)
 }
 
-// TestSettleKeepsNodesWithinTheirShares: two nodes share a limit of 100;
+// TestRejoinKeepsNodesWithinTheirShares: two nodes share a limit of 100;
 // both fall back, A admits 10 by itself and B its whole share, 50; A is
-// back on Redis while B still falls back. Settling, A admits only the 40
+// back on Redis while B still falls back. Rejoining, A admits only the 40
 // left of its share: 100 in all. Without it, Redis (told A's 10, not yet
 // B's 50) gives A the 90 it has left: 150 in all, the window
 // docs/RELIABILITY.md describes.
-func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
+func TestRejoinKeepsNodesWithinTheirShares(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	for _, c := range []struct {
 		name   string
-		settle time.Duration
+		rejoin time.Duration
 		wantA  int // what A admits on Redis once back
-	}{{"settling", time.Hour, 40}, {"settling for ever", math.MaxInt64, 40}, {"off", -1, 90}} {
+	}{{"rejoining", time.Hour, 40}, {"rejoining for ever", math.MaxInt64, 40}, {"off", -1, 90}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
@@ -84,7 +84,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 			var downA, downB atomic.Bool
 			prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for both nodes
 			node := func(down *atomic.Bool) *resilient.Limiter {
-				return settlingNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: c.settle}})
+				return rejoiningNode(t, srv, prefix, down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Rejoin: c.rejoin}})
 			}
 			a, b := node(&downA), node(&downB)
 			downA.Store(true)
@@ -96,7 +96,7 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 			}
 			downA.Store(false)
 			backOnStore(t, a)
-			if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Pending == 0 }) {
+			if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Owed == 0 }) {
 				t.Fatalf("A never charged its 10: %+v", a.Reconciliation())
 			}
 			admitted, fromStore := 0, 0
@@ -119,22 +119,22 @@ func TestSettleKeepsNodesWithinTheirShares(t *testing.T) {
 	}
 }
 
-// TestSettleShareStandsWhenTheStoreFails: while a node settles, a
+// TestRejoinShareStandsWhenTheStoreFails: while a node rejoins, a
 // decision its share admitted and the store then failed stands as the
 // fallback's admission, owed to the store, and is taken from the share
 // once: the node's local admissions stay exactly its share.
-func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
+func TestRejoinShareStandsWhenTheStoreFails(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	lim := redlimit.PerHour(100).SlidingLog() // exact, and no window boundary to cross
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: time.Hour}})
+	a := rejoiningNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Rejoin: time.Hour}})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 10)
 	down.Store(false)
-	backOnStore(t, a) // settling from now on
+	backOnStore(t, a) // rejoining from now on
 	// The 10 charged before the store fails again: a charge cut off
 	// would be in doubt, and a store without DebitOnce gets it at most
 	// once.
@@ -154,7 +154,7 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	// All 50 were owed, and are charged once the store is back.
 	down.Store(false)
 	backOnStore(t, a)
-	if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Pending == 0 }) {
+	if !waitFor(5*time.Second, func() bool { return a.Reconciliation().Owed == 0 }) {
 		t.Fatalf("still owed: %+v", a.Reconciliation())
 	}
 	if rc := a.Reconciliation(); rc.Charged != 50 {
@@ -162,33 +162,33 @@ func TestSettleShareStandsWhenTheStoreFails(t *testing.T) {
 	}
 }
 
-// TestSettleBoundsRandomOutages: 2 to 4 nodes share a limit (a sliding
+// TestRejoinBoundsRandomOutages: 2 to 4 nodes share a limit (a sliding
 // log, a sliding window or a token bucket); after some
 // decisions on Redis (the last one of each node's, so that each starts its
 // share from the same remaining), every node falls back and decides at
 // random by itself, then the nodes come back one at a time, in random
 // order, with random decisions on every node between the returns (those
-// still out decide by themselves, those back settle). However the
+// still out decide by themselves, those back rejoin). However the
 // decisions fall, all the nodes together admit no more than the limit,
 // and the shares' rounding (one per node). A node that decides nothing by
-// itself during an outage settles if its breaker opened (here, on a
+// itself during an outage rejoins if its breaker opened (here, on a
 // fail_open call); one that made no call at all never saw the store fail.
-// The same runs with settling off tell how far above the limit they went
+// The same runs with rejoining off tell how far above the limit they went
 // (logged, not asserted).
-func TestSettleBoundsRandomOutages(t *testing.T) {
+func TestRejoinBoundsRandomOutages(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	// Seeds 0 to 11, and 138, where a node that decided nothing by itself
 	// went above its share when only a local decision started the
-	// settling (150 seeds were tried then; this one failed).
+	// rejoining (150 seeds were tried then; this one failed).
 	seeds := []uint64{138}
 	for s := range uint64(12) {
 		seeds = append(seeds, s)
 	}
-	for _, settle := range []time.Duration{time.Hour, -1} {
+	for _, rejoin := range []time.Duration{time.Hour, -1} {
 		worst := 0
 		for _, seed := range seeds {
-			t.Run(fmt.Sprintf("settle %v, seed %d", settle, seed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("rejoin %v, seed %d", rejoin, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 0x5e771e))
 				n := 2 + rng.IntN(3)
 				// Exact algorithms without a window boundary for the real
@@ -208,7 +208,7 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 				prefix := redisstore.WithPrefix(fmt.Sprintf("s%x:", rand.Uint64())) // one Redis state for all nodes
 				for i := range nodes {
 					downs[i] = new(atomic.Bool)
-					nodes[i] = settlingNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), DenyCache: resilient.DenyCacheOptions{Size: -1}, Fallback: resilient.FallbackOptions{Settle: settle}})
+					nodes[i] = rejoiningNode(t, srv, prefix, downs[i], resilient.Options{Nodes: fixedNodes(n), DenyCache: resilient.DenyCacheOptions{Size: -1}, Fallback: resilient.FallbackOptions{Rejoin: rejoin}})
 				}
 				admitted := 0
 				decide := func(i, tries int) {
@@ -232,7 +232,7 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 				for i := range nodes {
 					if rng.IntN(4) == 0 {
 						// Nothing by itself: a fail_open call opens its
-						// breaker, and it settles all the same.
+						// breaker, and it rejoins all the same.
 						if r, err := nodes[i].Allow(context.Background(), "other", redlimit.PerHour(10).OnFailure(redlimit.FailOpen)); err != nil || r.Source != redlimit.FromFailOpen {
 							t.Fatalf("node %d, Redis down: %+v, %v", i, r, err)
 						}
@@ -249,29 +249,29 @@ func TestSettleBoundsRandomOutages(t *testing.T) {
 				}
 				over := admitted - int(lim.Count)
 				worst = max(worst, over)
-				if settle > 0 && over > n {
+				if rejoin > 0 && over > n {
 					t.Errorf("%d nodes admitted %d of %s: %d above, want at most %d", n, admitted, lim, over, n)
 				}
 			})
 		}
-		t.Logf("settle %v: worst run %d above the limit", settle, worst)
+		t.Logf("rejoin %v: worst run %d above the limit", rejoin, worst)
 	}
 }
 
-// TestSettleLeavesTheProbe: a node whose only key has spent its share
+// TestRejoinLeavesTheProbe: a node whose only key has spent its share
 // during the outage still probes the store and closes its breaker: while
 // the breaker is not closed, its decisions go to the store (one is the
 // probe) and then to the failure policy, not to the share alone, which
-// would ask nothing until the settling ended (Settle after the last
+// would ask nothing until the rejoin ended (Rejoin after the last
 // failure: here an hour).
-func TestSettleLeavesTheProbe(t *testing.T) {
+func TestRejoinLeavesTheProbe(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	lim := redlimit.PerHour(100).SlidingLog()
 	key := fmt.Sprint("k", rand.Uint64())
 	var down atomic.Bool
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Settle: time.Hour}})
+	a := rejoiningNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Fallback: resilient.FallbackOptions{Rejoin: time.Hour}})
 	down.Store(true)
 	admitLocally(t, a, key, lim, 50)
 	down.Store(false)
@@ -313,33 +313,33 @@ func (s *every) AllowN(ctx context.Context, key string, l redlimit.Limit, n int6
 	return s.Limiter.AllowN(ctx, key, l, n)
 }
 
-// TestSettleOutlastsOnlyFrequentFailures: after an outage, failures as
+// TestRejoinOutlastsOnlyFrequentFailures: after an outage, failures as
 // frequent as a master's keys failing (one call in three) keep the node
-// settling, and occasional ones (one in 50, never enough in a row to open
+// rejoining, and occasional ones (one in 50, never enough in a row to open
 // the breaker) do not: else a Redis with the odd timeout would hold a node
 // to its share for ever after its first outage. A limit of 2 shows which:
-// settling, the node's share of 1 denies the second request, which Redis
+// rejoining, the node's share of 1 denies the second request, which Redis
 // would admit.
-func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
+func TestRejoinOutlastsOnlyFrequentFailures(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	for _, c := range []struct {
-		name     string
-		oneIn    int64
-		settling bool
+		name      string
+		oneIn     int64
+		rejoining bool
 	}{{"one call in 3 fails", 3, true}, {"one call in 50 fails", 50, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			// The check comes within a settle of the phase's last
+			// The check comes within a rejoin of the phase's last
 			// failure: 2 s is a margin for a busy machine's stalls.
-			const settle = 2 * time.Second
+			const rejoin = 2 * time.Second
 			var n atomic.Int64
 			store := &every{Limiter: redisStore(t, []string{srv.Addr()}), n: &n}
 			// A Timeout no call of a busy machine reaches: only the
 			// failures the store makes up count.
 			opts := resilient.Options{
-				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 20 * time.Millisecond}, Fallback: resilient.FallbackOptions{Settle: settle}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: 10 * time.Second,
+				Nodes: fixedNodes(2), Breaker: resilient.BreakerOptions{FailureThreshold: 3, CoolDown: 20 * time.Millisecond}, Fallback: resilient.FallbackOptions{Rejoin: rejoin}, Reconcile: resilient.ReconcileOptions{Spread: -1}, Timeout: 10 * time.Second,
 			}
 			opened := recordOpen(&opts)
 			a := newLimiter(t, store, opts)
@@ -354,13 +354,13 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 				t.Fatalf("breaker %s after three failures, never opened", a.BreakerState())
 			}
 			n.Store(0)
-			backOnStore(t, a) // the breaker closed: settling for a settle from now, at least
+			backOnStore(t, a) // the breaker closed: rejoining for a Rejoin from now, at least
 			n.Store(c.oneIn)
 			calls := 0
 			// Long enough, in time and calls, for the share of failures
-			// to fall from all (the breaker's opening) and the settling
+			// to fall from all (the breaker's opening) and the rejoin
 			// then to end.
-			for end := time.Now().Add(5 * settle / 2); calls < 1000 || time.Now().Before(end); calls++ {
+			for end := time.Now().Add(5 * rejoin / 2); calls < 1000 || time.Now().Before(end); calls++ {
 				if _, err := a.Allow(ctx, fmt.Sprint("busy", calls%100), open); err != nil {
 					t.Fatal(err)
 				}
@@ -377,8 +377,8 @@ func TestSettleOutlastsOnlyFrequentFailures(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if settling := !r.Allowed && r.Source == redlimit.FromLocal; settling != c.settling {
-				t.Errorf("after %d calls failing one in %d: second of 2 %+v; settling %v, want %v", calls, c.oneIn, r, settling, c.settling)
+			if rejoining := !r.Allowed && r.Source == redlimit.FromLocal; rejoining != c.rejoining {
+				t.Errorf("after %d calls failing one in %d: second of 2 %+v; rejoining %v, want %v", calls, c.oneIn, r, rejoining, c.rejoining)
 			}
 		})
 	}

@@ -13,11 +13,11 @@ import (
 	"github.com/redlimit/redlimit/resilient"
 )
 
-// TestNoSettlingWithoutAnOutageClockBehindStart: a node that never saw an
-// outage does not settle, even when its clock (Options.Now, a wall clock
+// TestNoRejoinWithoutAnOutageClockBehindStart: a node that never saw an
+// outage does not rejoin, even when its clock (Options.Now, a wall clock
 // without a monotonic reading, such as time.Now().UTC()) reads earlier
 // than when the Limiter was made: an NTP step back right after start.
-func TestNoSettlingWithoutAnOutageClockBehindStart(t *testing.T) {
+func TestNoRejoinWithoutAnOutageClockBehindStart(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	var back atomic.Int64
@@ -43,31 +43,31 @@ func TestNoSettlingWithoutAnOutageClockBehindStart(t *testing.T) {
 	}
 }
 
-// TestSettlingEndsClockBehindStart: a node whose clock reads earlier than
+// TestRejoinEndsClockBehindStart: a node whose clock reads earlier than
 // when the Limiter was made (a wall clock without a monotonic reading,
-// stepped back) settles after an outage for Settle, not for ever: the
-// settling's end, measured from the Limiter's start, is negative there,
+// stepped back) rejoins after an outage for Rejoin, not for ever: the
+// rejoin's end, measured from the Limiter's start, is negative there,
 // and must not overflow to the largest instant.
-func TestSettlingEndsClockBehindStart(t *testing.T) {
+func TestRejoinEndsClockBehindStart(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	var back atomic.Int64
 	now := func() time.Time { return time.Now().UTC().Add(-time.Duration(back.Load())) }
 	var down atomic.Bool
-	const settle = 200 * time.Millisecond
-	a := settlingNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Now: now, Fallback: resilient.FallbackOptions{Settle: settle}})
+	const rejoin = 200 * time.Millisecond
+	a := rejoiningNode(t, srv, nil, &down, resilient.Options{Nodes: fixedNodes(2), Now: now, Fallback: resilient.FallbackOptions{Rejoin: rejoin}})
 	back.Store(int64(time.Hour))
 	lim := redlimit.PerHour(2).SlidingLog()
 	down.Store(true)
 	admitLocally(t, a, fmt.Sprint("k", rand.Uint64()), lim, 1) // the breaker opens
 	down.Store(false)
-	backOnStore(t, a) // settling for 200 ms from here
-	time.Sleep(settle + 100*time.Millisecond)
+	backOnStore(t, a) // rejoining for 200 ms from here
+	time.Sleep(rejoin + 100*time.Millisecond)
 	key := fmt.Sprint("k", rand.Uint64())
 	for i := range 2 {
 		r, err := a.Allow(context.Background(), key, lim)
 		if err != nil || !r.Allowed || r.Source != redlimit.FromStore {
-			t.Fatalf("request %d of 2, %s after the outage: %+v, %v; want admitted by Redis, the settling over", i+1, settle+100*time.Millisecond, r, err)
+			t.Fatalf("request %d of 2, %s after the outage: %+v, %v; want admitted by Redis, the rejoin over", i+1, rejoin+100*time.Millisecond, r, err)
 		}
 	}
 }

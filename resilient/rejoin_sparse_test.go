@@ -118,24 +118,24 @@ func (p *holdingProxy) due() bool {
 	return true
 }
 
-// TestSettlingEndsUnderSparseTimeouts: after an outage, a Redis that
+// TestRejoinEndsUnderSparseTimeouts: after an outage, a Redis that
 // times out once a second (a loopback proxy holds one call a second past
-// the Timeout) does not keep a node settling: the node's share answers
+// the Timeout) does not keep a node rejoining: the node's share answers
 // most decisions without a store call, so one timeout a second is a large
-// share of the calls made, but a small share of the decisions. Settling
+// share of the calls made, but a small share of the decisions. Rejoining
 // ends within a bound, and afterwards every denial is Redis's: clients get
 // their whole limit, as without the timeouts.
-func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
+func TestRejoinEndsUnderSparseTimeouts(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
 	const (
 		timeout = 200 * time.Millisecond
-		// The settling ends Settle (the default, 2 s: longer than the
+		// The rejoin ends Rejoin (the default, 2 s: longer than the
 		// time between timeouts) after the last failure that extends it,
 		// and failures extend it until the share of failures falls from
 		// all (the outage) below a sixteenth: about 90 decisions. The
 		// rest is a margin for a busy machine.
-		bound = resilient.DefaultSettle + 3*time.Second
+		bound = resilient.DefaultRejoin + 3*time.Second
 		run   = bound + 3*time.Second
 	)
 	for _, c := range []struct {
@@ -146,7 +146,7 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			// Held 1.5 Timeouts: the call held fails, the next one sent
-			// behind it has the rest of its budget.
+			// behind it has the rest of its deadline.
 			proxy := startHoldingProxy(t, srv.Addr(), time.Second, timeout*3/2)
 			var down atomic.Bool
 			opts := resilient.Options{
@@ -167,7 +167,7 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 				t.Fatalf("breaker %s after three failures, never opened", l.BreakerState())
 			}
 			down.Store(false)
-			backOnStore(t, l) // settling from here
+			backOnStore(t, l) // rejoining from here
 			back := time.Now()
 			proxy.on.Store(c.holds)
 			lim := redlimit.PerSecond(20).SlidingLog() // a share of 5 on 4 nodes
@@ -188,7 +188,7 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 				}
 				switch {
 				case time.Since(start) >= timeout/2:
-					late++ // met a hold: the fallback may deny, settling or not
+					late++ // met a hold: the fallback may deny, rejoining or not
 				case !r.Allowed && r.Source == redlimit.FromLocal:
 					lastShareDenial = at
 				}
@@ -202,7 +202,7 @@ func TestSettlingEndsUnderSparseTimeouts(t *testing.T) {
 				t.Fatalf("%d holds in %s, want one a second", holds, run)
 			}
 			if lastShareDenial > bound {
-				t.Errorf("the node's share still denied %s after the outage, want its settling over within %s: after it, every denial is Redis's", lastShareDenial.Round(time.Millisecond), bound)
+				t.Errorf("the node's share still denied %s after the outage, want its rejoin over within %s: after it, every denial is Redis's", lastShareDenial.Round(time.Millisecond), bound)
 			}
 		})
 	}
