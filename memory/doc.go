@@ -71,7 +71,9 @@
 // full store counts it beyond its bounds, by up to an eighth of each (at
 // least one state). Past that, the decision fails with [ErrFull] and
 // counts nothing, so that debits of new keys never grow the store without
-// end; the caller sees that its debit was not counted.
+// end; the caller sees that its debit was not counted. A check finds
+// room for its own state only: a decision that also debits new keys may
+// find none.
 //
 // # Clock
 //

@@ -25,7 +25,8 @@
 //     its error for debits it cannot hold ([Target].Full), where the clock
 //     does not go back ([Options].NoClockBack): it would find again the
 //     idle states the store evicted. A debit is never refused, and the
-//     debit right after a check that passed never fails for want of room;
+//     debit right after a check that passed, alone in its decision, never
+//     fails for want of room;
 //   - each Result on its own: Max is the limit's Max, Remaining in
 //     [0, Max], RetryAfter 0 when allowed and Never exactly when the cost
 //     is above Max, ResetAfter 0 only at a full allowance;
