@@ -71,7 +71,8 @@
 // store counts it beyond its bounds, by up to an eighth of each (at least
 // one state). Past that, the decision fails with [ErrFull] and counts
 // nothing. So debits of new keys never grow the store without end. The
-// caller sees that its debit was not counted.
+// caller sees that its debit was not counted. A check finds room for its
+// own state only. A decision that also debits new keys may find none.
 //
 // # Clock
 //

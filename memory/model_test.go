@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlimit/redlimit"
 	"github.com/redlimit/redlimit/internal/model"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redlimittest"
@@ -71,4 +72,42 @@ func FuzzModelBounded(f *testing.F) {
 // TestModelRegressions replays the sequences that found bugs.
 func TestModelRegressions(t *testing.T) {
 	model.RunRegressions(t, memoryEnv, model.Options{})
+}
+
+// TestModelBoundedRegressions replays, on bounded stores, the sequences
+// that found bugs in the model's bounded-store rules.
+func TestModelBoundedRegressions(t *testing.T) {
+	hour := redlimit.PerHour(10).FixedWindow()
+	debit := func(key int) model.Req { return model.Req{Key: key, Limit: hour, Cost: 1, Debit: true} }
+	check := model.Op{Kind: model.Peek, Reqs: []model.Req{{Key: 0, Limit: hour, Cost: 1}}}
+	for _, tc := range []struct {
+		name string
+		opts []memory.Option
+		ops  []model.Op
+	}{{
+		// FuzzModelBounded seed 21, when eviction missed idle states: a
+		// check of a new key had room for its state, then its debit came
+		// with debits of other new keys, more than debitBound holds.
+		name: "checked debit with new keys' debits",
+		opts: []memory.Option{memory.WithMaxKeys(1)},
+		ops: []model.Op{check,
+			{Kind: model.AllowAll, Reqs: []model.Req{debit(0), debit(1), debit(2)}}},
+	}, {
+		// The same with the check's state held and the store at
+		// debitBound: a check needs no room, another debit does.
+		name: "checked debit with a new key's debit at the bound",
+		opts: []memory.Option{memory.WithMaxKeys(1)},
+		ops: []model.Op{
+			{Kind: model.AllowAll, Reqs: []model.Req{debit(0)}},
+			{Kind: model.AllowAll, Reqs: []model.Req{debit(1)}},
+			check,
+			{Kind: model.AllowAll, Reqs: []model.Req{debit(0), debit(2)}}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := model.Sequence{Start: redlimittest.T0, Ops: tc.ops}
+			if f := model.Replay(boundedEnv(tc.opts)(t), seq); f != nil {
+				t.Fatal(f)
+			}
+		})
+	}
 }

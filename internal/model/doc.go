@@ -28,7 +28,8 @@
 //     cannot hold ([Target].Full). There the clock does not go back
 //     ([Options].NoClockBack): it would find again the idle states the
 //     store evicted. A debit is never refused. The debit right after a
-//     check that passed never fails for want of room;
+//     check that passed, alone in its decision, never fails for want of
+//     room;
 //   - each Result on its own: Max is the limit's Max, Remaining in
 //     [0, Max], RetryAfter 0 when allowed. RetryAfter is Never exactly
 //     when the cost is above Max. ResetAfter is 0 only at a full

@@ -27,8 +27,9 @@ type Target struct {
 	Refused func() uint64
 	// Full, if set, is the error a bounded store returns for a decision
 	// whose debits it has no room for: the decision counted nothing. A
-	// debit right after a check (Peek) of its state that passed must not
-	// get it. Only for an Env of one target.
+	// debit right after a check (Peek) of its state that passed, the only
+	// debit of its decision, must not get it. Only for an Env of one
+	// target.
 	Full error
 }
 

@@ -376,6 +376,15 @@ func (g *generator) next(h hints) (Op, bool) {
 			q := op.Reqs[0]
 			q.Cost, q.Debit = g.cost(h, q.Key, q.Limit), true
 			g.then = &Op{At: g.at, Kind: AllowAll, Reqs: []Req{q}}
+			if g.s.intn(4) == 0 {
+				// With other states' debits, which the check found no
+				// room for: a full store may fail them all together.
+				for range 1 + g.s.intn(3) {
+					o := req()
+					o.Debit = true
+					g.then.Reqs = append(g.then.Reqs, o)
+				}
+			}
 		}
 	case c < 20:
 		op.Kind, op.Reqs = Reset, []Req{req()}

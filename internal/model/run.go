@@ -305,18 +305,24 @@ func calendarEnd(c redlimit.Calendar, t time.Time) time.Time {
 }
 
 // full checks op, which target name failed with its Full error: op is a
-// decision with a debit, and not the debit of a check that just passed.
-// Nothing was counted, so the model stays as it is.
+// decision with a debit, and not the lone debit of a check that just
+// passed. A check finds room for its own state only: other debits of the
+// decision may need more, and the decision fails whole. Nothing was
+// counted, so the model stays as it is.
 func (r *runner) full(op Op, name string, err error, checked *checkMark) *Failure {
 	desc := op.describe(r.env.Key)
 	r.trace = append(r.trace, fmt.Sprintf("%s: %v", desc, err))
-	if !slices.ContainsFunc(op.Reqs, func(q Req) bool { return isDebit(op, q) }) {
+	var debits []Req
+	for _, q := range op.Reqs {
+		if isDebit(op, q) {
+			debits = append(debits, q)
+		}
+	}
+	if len(debits) == 0 {
 		return r.fail("error", "%s: %s returned %v for a decision without a debit", desc, name, err)
 	}
-	for _, q := range op.Reqs {
-		if isDebit(op, q) && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}) {
-			return r.fail("dropped", "%s: %s returned %v for the debit of a check that passed", desc, name, err)
-		}
+	if q := debits[0]; len(debits) == 1 && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}) {
+		return r.fail("dropped", "%s: %s returned %v for the debit of a check that passed", desc, name, err)
 	}
 	r.stats.Full++
 	return nil
