@@ -36,7 +36,7 @@ func TestLastSeenMemory(t *testing.T) {
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
 	t.Logf("%.0f bytes per entry besides the key's 15 bytes (which the caller's key string holds)", per)
 	if per > 200 {
-		t.Errorf("%.0f bytes per entry, the doc says about 100", per)
+		t.Errorf("%.0f bytes per entry, docs/BENCHMARKS.md says about 100", per)
 	}
 	runtime.KeepAlive(ls)
 }
@@ -67,7 +67,7 @@ func TestDebtsMemory(t *testing.T) {
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
 	t.Logf("%.0f bytes per entry besides the key's 15 bytes (which the caller's key string holds)", per)
 	if per > 400 {
-		t.Errorf("%.0f bytes per entry, the doc says about 200", per)
+		t.Errorf("%.0f bytes per entry, docs/BENCHMARKS.md says about 200", per)
 	}
 	runtime.KeepAlive(ds)
 }
