@@ -387,3 +387,46 @@ func TestCalendarClockTooFar(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarSkewedResetKeepsGeneration: a reset from a host too far from
+// Redis's clock to send its window must not shorten the key's tombstone.
+// A refund of a grant admitted before the resets must then give nothing
+// back, as on the memory store, not take from requests admitted since.
+func TestCalendarSkewedResetKeepsGeneration(t *testing.T) {
+	day := redlimit.PerCalendar(2, redlimit.Day, "")
+	serverAt := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	for _, d := range deployments[:3] {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			server := redlimittest.NewClock(serverAt)
+			p := prefix(t)
+			near := d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now))
+			far := d.store(t, redisstore.WithPrefix(p), redisstore.WithClock(server.Now),
+				redisstore.WithHostClock(func() time.Time { return serverAt.Add(48 * time.Hour) }))
+			g, err := near.Admit(ctx, []redlimit.Request{{Key: "g", Limit: day, Cost: 1}})
+			if err != nil || !g.Allowed {
+				t.Fatalf("Admit: %v, %v", g, err)
+			}
+			if err := near.Reset(ctx, "g", day); err != nil {
+				t.Fatal(err)
+			}
+			// The key is gone: the far host's reset finds no TTL to keep.
+			if err := far.Reset(ctx, "g", day); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond) // past a tombstone of a few ms
+			for i := range 2 {
+				if res, err := near.AllowN(ctx, "g", day, 1); err != nil || !res.Allowed {
+					t.Fatalf("AllowN %d after the resets: %+v, %v; want allowed", i, res, err)
+				}
+			}
+			if err := near.Refund(ctx, g, []int64{1}); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := near.AllowN(ctx, "g", day, 1); err != nil || res.Allowed {
+				t.Fatalf("AllowN after refunding a grant from before the resets: %+v, %v; want denied (the resets gave it back)", res, err)
+			}
+		})
+	}
+}
