@@ -169,15 +169,18 @@ end
 -- Generations, not times, order resets and admissions. So clocks that
 -- differ or go back change nothing. A new generation is the last plus 1,
 -- or the reset's time when that is more. So one made after a tombstone
--- expired does not repeat an older one.
+-- expired does not repeat an older one. A tombstone never lives shorter
+-- than the one it replaces: a calendar reset whose windows miss now
+-- (W = 0) knows no window end.
 local function reset_limit(key, alg, W, burst, ei)
   local span = 2 * W
   -- A calendar window, up to its end; the key's TTL covers the rest.
   if W <= 0 then span = -W - now end
   if alg == TOKEN_BUCKET then span = burst * ei end
-  local ttl, left = ms(span), redis.call('PTTL', key)
-  if left > tonumber(ttl) then ttl = str(left) end
   local tomb = key .. ':reset'
+  local ttl = ms(span)
+  local left = math.max(redis.call('PTTL', key), redis.call('PTTL', tomb))
+  if left > tonumber(ttl) then ttl = str(left) end
   local gen = math.max(tonumber(redis.call('GET', tomb) or '0') + 1, now)
   redis.call('SET', tomb, str(gen), 'PX', ttl)
   redis.call('DEL', key)
