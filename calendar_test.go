@@ -97,13 +97,22 @@ func TestCalendarValidate(t *testing.T) {
 // repeated: every instant lies in one window, and every instant of that
 // window names the same window, µs before and after each boundary.
 func TestCalendarWindowsTile(t *testing.T) {
-	zones := []string{"America/Santiago", "America/Havana", "America/Asuncion", "Asia/Beirut", "Australia/Lord_Howe", "Europe/Berlin", "UTC"}
-	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	to := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, zone := range zones {
+	type span struct {
+		zone     string
+		from, to time.Time
+	}
+	y := func(y int, m time.Month) time.Time { return time.Date(y, m, 1, 0, 0, 0, 0, time.UTC) }
+	var spans []span
+	for _, zone := range []string{"America/Santiago", "America/Havana", "America/Asuncion", "Asia/Beirut", "Australia/Lord_Howe", "Europe/Berlin", "UTC"} {
+		spans = append(spans, span{zone, y(2025, 1), y(2027, 1)})
+	}
+	// Midnight twice: DST ended at 01:00, back to 00:00.
+	spans = append(spans, span{"Asia/Gaza", y(2021, 10), y(2021, 11)}, span{"Asia/Amman", y(2021, 10), y(2021, 11)})
+	for _, sp := range spans {
+		from, to := sp.from, sp.to
 		for u := redlimit.Day; u <= redlimit.Year; u++ {
-			cal := redlimit.Calendar{Unit: u, Zone: zone}
-			t.Run(cal.String(), func(t *testing.T) {
+			cal := redlimit.Calendar{Unit: u, Zone: sp.zone}
+			t.Run(cal.String()+"/"+from.Format("2006"), func(t *testing.T) {
 				for at := from; at.Before(to); at = at.Add(37 * time.Minute) {
 					start, end := cal.Window(at)
 					if at.Before(start) || !at.Before(end) {
