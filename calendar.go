@@ -139,10 +139,17 @@ func (c Calendar) Window(t time.Time) (start, end time.Time) {
 
 // midnight returns the first instant of the day y-m-d in loc. Where DST
 // skips midnight, the day starts at the transition; time.Date gives an
-// instant in the gap's hour before or after it.
+// instant in the gap's hour before or after it. Where midnight comes
+// twice, time.Date may give the second; the day starts at the first.
 func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
 	if t.Hour() == 0 {
+		zs, _ := t.ZoneBounds()
+		before := zs.Add(-time.Nanosecond) // the last instant of the zone before
+		if by, bm, bd := before.Date(); !zs.IsZero() && before.Before(t) && by == t.Year() && bm == t.Month() && bd == t.Day() {
+			_, off := before.Zone()
+			return time.Date(by, bm, bd, 0, 0, 0, 0, time.FixedZone("", off)).In(loc)
+		}
 		return t
 	}
 	start, end := t.ZoneBounds()
