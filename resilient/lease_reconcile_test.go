@@ -182,3 +182,63 @@ func TestLeaseReconcile(t *testing.T) {
 		t.Errorf("after every outage lease was released: %+v, %v; want the only lease in flight", got, err)
 	}
 }
+
+// TestLeaseReconcileTimeLeft: a node holds 2 leases by itself while Redis
+// is down (killed). Redis comes back paused: the send of the first lease
+// waits there. Once Redis resumes, the second lease must get the time it
+// has left locally then, not the time it had when the pass listed it.
+// Else it holds a slot in Redis after its holder's TTL ended.
+func TestLeaseReconcileTimeLeft(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	// The breaker probes a second after its last failure: rarely between
+	// Redis's restart and its pause, mostly during the pause.
+	const ttl, pause, coolDown = 6 * time.Second, 2500 * time.Millisecond, time.Second
+	c := redlimit.InFlight(2, ttl).OnFailure(redlimit.FailLocal)
+	const key = "jobs"
+	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}, prefix), resilient.Options{
+		Nodes:     fixedNodes(1),
+		Timeout:   2 * pause, // the send waiting in the paused Redis succeeds
+		Breaker:   resilient.BreakerOptions{FailureThreshold: 1, CoolDown: coolDown},
+		Reconcile: resilient.ReconcileOptions{Spread: -1},
+	})
+	ctx := context.Background()
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		got, err := l.Acquire(ctx, key, c, id)
+		if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+			t.Fatalf("acquire %s with Redis down: %+v, %v; want held locally", id, got, err)
+		}
+	}
+	localEnd := time.Now().Add(ttl) // both local leases end by then
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(pause)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	direct := redisStore(t, []string{srv.Addr()}, prefix)
+	inRedis := func() int64 {
+		got, err := direct.Renew(ctx, key, c, "none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.InFlight
+	}
+	if !waitFor(ttl, func() bool { return inRedis() == 2 }) {
+		t.Fatalf("Redis holds %d of the outage's 2 leases", inRedis())
+	}
+	// The first send waited in Redis: its lease may outlive its holder's
+	// TTL there. The second was sent after Redis resumed.
+	time.Sleep(time.Until(localEnd.Add(300 * time.Millisecond)))
+	if n := inRedis(); n > 1 {
+		t.Errorf("Redis holds %d outage leases 300ms after their local TTL ended, want at most 1 (the one whose send waited)", n)
+	}
+}
