@@ -143,6 +143,7 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("resilient: the local leases: %w", err)
 	}
+	listed := time.Now()              // the fallback's clock: each lease's Left counts from here
 	s := l.store.(redlimit.Semaphore) // a lease was granted: the store has leases
 	var first error
 	failed := map[string]bool{} // keys whose leases wait for the next pass
@@ -150,7 +151,12 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 		if key != "" && h.Key != key || failed[h.Key] {
 			continue
 		}
-		c := redlimit.InFlight(1, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
+		// Its time left now: earlier sends may have been slow.
+		left := h.Left - time.Since(listed)
+		if left <= 0 {
+			continue // expired here too
+		}
+		c := redlimit.InFlight(1, max(redlimit.MinLeaseTTL, left.Round(time.Microsecond)))
 		if _, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
 			return redlimit.RecordLease(ctx, s, h.Key, c, h.ID) // whatever the key holds
 		}); err != nil {
