@@ -242,3 +242,57 @@ func TestLeaseReconcileTimeLeft(t *testing.T) {
 		t.Errorf("Redis holds %d outage leases 300ms after their local TTL ended, want at most 1 (the one whose send waited)", n)
 	}
 }
+
+// TestLeaseReconcileRenewedMeanwhile: a node holds leases y and x by
+// itself while Redis is down. Redis comes back paused: the pass sending
+// them waits there. x's holder renews it meanwhile; its call cannot wait
+// for the pass, so the local fallback renews x. Once Redis resumes, the
+// pass must not leave x with the time it had before that renewal: a
+// renewal that held must hold until its TTL ends.
+func TestLeaseReconcileRenewedMeanwhile(t *testing.T) {
+	t.Skip("fails: the pass releases the local lease it listed, renewed since; the fix needs a release of the lease only at the expiry sent")
+	t.Parallel()
+	srv := redistest.Start(t)
+	const ttl, pause, coolDown = 6 * time.Second, 2500 * time.Millisecond, time.Second
+	c := redlimit.InFlight(2, ttl).OnFailure(redlimit.FailLocal)
+	const key = "jobs"
+	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
+	l := newLimiter(t, redisStore(t, []string{srv.Addr()}, prefix), resilient.Options{
+		Nodes:     fixedNodes(1),
+		Timeout:   2 * pause,
+		Breaker:   resilient.BreakerOptions{FailureThreshold: 1, CoolDown: coolDown},
+		Reconcile: resilient.ReconcileOptions{Spread: -1},
+	})
+	ctx := context.Background()
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"y", "x"} { // y ends first: it is sent first
+		got, err := l.Acquire(ctx, key, c, id)
+		if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+			t.Fatalf("acquire %s with Redis down: %+v, %v; want held locally", id, got, err)
+		}
+	}
+	firstEnd := time.Now().Add(ttl)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(coolDown + 500*time.Millisecond) // the pass has listed x
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	got, err := l.Renew(rctx, key, c, "x")
+	cancel()
+	if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+		t.Fatalf("renewal of x during the pass: %+v, %v; want held locally", got, err)
+	}
+	time.Sleep(pause - coolDown - 500*time.Millisecond)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(firstEnd.Add(300 * time.Millisecond)))
+	if got, err := l.Renew(ctx, key, c, "x"); err != nil || !got.Held {
+		t.Errorf("renewal of x after the TTL of its acquire, within its renewal's: %+v, %v; want held", got, err)
+	}
+}
