@@ -94,9 +94,19 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 		return redlimit.Lease{RetryAfter: l.breaker.coolDown, Source: redlimit.FromFailClosed}, nil
 	}
 	// A renewal takes a local slot too: the store's lease is out of reach.
+	l.rec.grantMu.Lock()
 	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
+	_, owed := loc.(leaseLister)
+	owed = owed && err == nil && res.Held
+	if owed {
+		if l.rec.granted == nil {
+			l.rec.granted = map[[2]string]bool{}
+		}
+		l.rec.granted[[2]string{key, id}] = true
+	}
+	l.rec.grantMu.Unlock()
 	res.Source = redlimit.FromLocal
-	if _, ok := loc.(leaseLister); ok && err == nil && res.Held {
+	if owed {
 		l.rec.leases.Add(1) // owed to the store (see reconcileLeases)
 		l.kick()
 	}
@@ -139,7 +149,10 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 		return nil
 	}
 	loc := l.local.lim.(leaseLister) // counted only for a leaseLister
+	l.rec.grantMu.Lock()
 	held, err := loc.Leases(policyContext(ctx))
+	clear(l.rec.granted)
+	l.rec.grantMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("resilient: the local leases: %w", err)
 	}
@@ -169,7 +182,13 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 			failed[h.Key] = true
 			continue
 		}
-		_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
+		// A lease granted again since the listing stays: the next pass
+		// sends its time left.
+		l.rec.grantMu.Lock()
+		if !l.rec.granted[[2]string{h.Key, h.ID}] {
+			_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
+		}
+		l.rec.grantMu.Unlock()
 	}
 	if key == "" && first == nil {
 		l.rec.leases.CompareAndSwap(n, 0) // leases granted meanwhile wait for the next pass
