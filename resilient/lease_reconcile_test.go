@@ -295,3 +295,47 @@ func TestLeaseReconcileRenewedMeanwhile(t *testing.T) {
 		t.Errorf("renewal of x after the TTL of its acquire, within its renewal's: %+v, %v; want held", got, err)
 	}
 }
+
+// sendOnly is a store whose lease calls fail, but an acquire made with
+// a context carrying sendOnly{}: the release's own sends.
+type sendOnly struct{ *redisstore.Store }
+
+func (s sendOnly) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
+	if ctx.Value(sendOnly{}) == nil {
+		return redlimit.Lease{}, errDown
+	}
+	return s.Store.Acquire(ctx, key, c, id)
+}
+
+func (s sendOnly) Release(context.Context, string, redlimit.Concurrency, string) error {
+	return errDown
+}
+
+// TestLeaseReconcileReleaseNotSent: a lease granted locally while the
+// store failed is released. The store records leases again, then fails
+// the release. The lease was never in the store: its release must not
+// put it there for the rest of its TTL.
+func TestLeaseReconcileReleaseNotSent(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	c := redlimit.InFlight(2, time.Minute).OnFailure(redlimit.FailLocal)
+	const key = "jobs"
+	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
+	l := newLimiter(t, sendOnly{redisStore(t, []string{srv.Addr()}, prefix)}, resilient.Options{
+		Nodes:     fixedNodes(1),
+		Breaker:   resilient.BreakerOptions{FailureThreshold: 1 << 20}, // stays closed
+		Reconcile: resilient.ReconcileOptions{Spread: -1},
+	})
+	ctx := context.Background()
+	got, err := l.Acquire(ctx, key, c, "x")
+	if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+		t.Fatalf("acquire with the store failing: %+v, %v; want held locally", got, err)
+	}
+	if err := l.Release(context.WithValue(ctx, sendOnly{}, true), key, c, "x"); err != nil {
+		t.Fatal(err)
+	}
+	direct := redisStore(t, []string{srv.Addr()}, prefix)
+	if got, err := direct.Renew(ctx, key, c, "none"); err != nil || got.InFlight != 0 {
+		t.Errorf("Redis after the release of a lease only local: %d leases, %v; want none", got.InFlight, err)
+	}
+}
