@@ -41,12 +41,12 @@ func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrenc
 	if err != nil {
 		return err
 	}
-	// First the store gets the local leases: id may be one of them.
-	err = l.reconcileLeases(ctx, key)
+	// Released locally first, id is not sent to the store with the
+	// other local leases.
 	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
 		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
 	}
-	if err == nil {
+	if err = l.reconcileLeases(ctx, key); err == nil {
 		_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
 			return redlimit.Lease{}, s.Release(ctx, key, c, id)
 		})
