@@ -183,115 +183,112 @@ func TestLeaseReconcile(t *testing.T) {
 	}
 }
 
-// TestLeaseReconcileTimeLeft: a node holds 2 leases by itself while Redis
-// is down (killed). Redis comes back paused: the send of the first lease
-// waits there. Once Redis resumes, the second lease must get the time it
-// has left locally then, not the time it had when the pass listed it.
-// Else it holds a slot in Redis after its holder's TTL ended.
-func TestLeaseReconcileTimeLeft(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	// The breaker probes a second after its last failure: rarely between
-	// Redis's restart and its pause, mostly during the pause.
-	const ttl, pause, coolDown = 6 * time.Second, 2500 * time.Millisecond, time.Second
-	c := redlimit.InFlight(2, ttl).OnFailure(redlimit.FailLocal)
-	const key = "jobs"
+// The slow pass: leases granted locally while Redis is down (killed),
+// and Redis back paused, so that the pass sending them waits there. The
+// breaker probes a second after its last failure: rarely between Redis's
+// restart and its pause, mostly during the pause.
+const (
+	slowPassTTL      = 6 * time.Second
+	slowPassPause    = 2500 * time.Millisecond
+	slowPassCoolDown = time.Second
+)
+
+// slowPass is a node holding ids locally on key, with Redis paused.
+type slowPass struct {
+	l        *resilient.Limiter
+	srv      *redistest.Server
+	direct   *redisstore.Store // Redis, without the node
+	c        redlimit.Concurrency
+	localEnd time.Time // the local leases end by then
+}
+
+// startSlowPass grants ids locally on key, in order, then restarts Redis
+// paused. The caller resumes it.
+func startSlowPass(t *testing.T, key string, ids ...string) slowPass {
+	t.Helper()
+	p := slowPass{srv: redistest.Start(t), c: redlimit.InFlight(int64(len(ids)), slowPassTTL).OnFailure(redlimit.FailLocal)}
 	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
-	l := newLimiter(t, redisStore(t, []string{srv.Addr()}, prefix), resilient.Options{
+	p.l = newLimiter(t, redisStore(t, []string{p.srv.Addr()}, prefix), resilient.Options{
 		Nodes:     fixedNodes(1),
-		Timeout:   2 * pause, // the send waiting in the paused Redis succeeds
-		Breaker:   resilient.BreakerOptions{FailureThreshold: 1, CoolDown: coolDown},
+		Timeout:   2 * slowPassPause, // the send waiting in the paused Redis succeeds
+		Breaker:   resilient.BreakerOptions{FailureThreshold: 1, CoolDown: slowPassCoolDown},
 		Reconcile: resilient.ReconcileOptions{Spread: -1},
 	})
-	ctx := context.Background()
-	if err := srv.Kill(); err != nil {
+	p.direct = redisStore(t, []string{p.srv.Addr()}, prefix)
+	if err := p.srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"a", "b"} {
-		got, err := l.Acquire(ctx, key, c, id)
+	for _, id := range ids {
+		got, err := p.l.Acquire(context.Background(), key, p.c, id)
 		if err != nil || !got.Held || got.Source != redlimit.FromLocal {
 			t.Fatalf("acquire %s with Redis down: %+v, %v; want held locally", id, got, err)
 		}
 	}
-	localEnd := time.Now().Add(ttl) // both local leases end by then
-	if err := srv.Restart(); err != nil {
+	p.localEnd = time.Now().Add(slowPassTTL)
+	if err := p.srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Pause(); err != nil {
+	if err := p.srv.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(pause)
-	if err := srv.Resume(); err != nil {
+	return p
+}
+
+// TestLeaseReconcileTimeLeft: a node holds 2 leases by itself; the send
+// of the first waits in the paused Redis. Once Redis resumes, the second
+// lease must get the time it has left locally then, not the time it had
+// when the pass listed it. Else it holds a slot in Redis after its
+// holder's TTL ended.
+func TestLeaseReconcileTimeLeft(t *testing.T) {
+	t.Parallel()
+	const key = "jobs"
+	p := startSlowPass(t, key, "a", "b")
+	time.Sleep(slowPassPause)
+	if err := p.srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	direct := redisStore(t, []string{srv.Addr()}, prefix)
 	inRedis := func() int64 {
-		got, err := direct.Renew(ctx, key, c, "none")
+		got, err := p.direct.Renew(context.Background(), key, p.c, "none")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got.InFlight
 	}
-	if !waitFor(ttl, func() bool { return inRedis() == 2 }) {
+	if !waitFor(slowPassTTL, func() bool { return inRedis() == 2 }) {
 		t.Fatalf("Redis holds %d of the outage's 2 leases", inRedis())
 	}
 	// The first send waited in Redis: its lease may outlive its holder's
 	// TTL there. The second was sent after Redis resumed.
-	time.Sleep(time.Until(localEnd.Add(300 * time.Millisecond)))
+	time.Sleep(time.Until(p.localEnd.Add(300 * time.Millisecond)))
 	if n := inRedis(); n > 1 {
 		t.Errorf("Redis holds %d outage leases 300ms after their local TTL ended, want at most 1 (the one whose send waited)", n)
 	}
 }
 
 // TestLeaseReconcileRenewedMeanwhile: a node holds leases y and x by
-// itself while Redis is down. Redis comes back paused: the pass sending
-// them waits there. x's holder renews it meanwhile; its call cannot wait
-// for the pass, so the local fallback renews x. Once Redis resumes, the
-// pass must not leave x with the time it had before that renewal: a
-// renewal that held must hold until its TTL ends.
+// itself; the pass sending them waits in the paused Redis. x's holder
+// renews it meanwhile; its call cannot wait for the pass, so the local
+// fallback renews x. Once Redis resumes, the pass must not leave x with
+// the time it had before that renewal: a renewal that held must hold
+// until its TTL ends.
 func TestLeaseReconcileRenewedMeanwhile(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	const ttl, pause, coolDown = 6 * time.Second, 2500 * time.Millisecond, time.Second
-	c := redlimit.InFlight(2, ttl).OnFailure(redlimit.FailLocal)
 	const key = "jobs"
-	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
-	l := newLimiter(t, redisStore(t, []string{srv.Addr()}, prefix), resilient.Options{
-		Nodes:     fixedNodes(1),
-		Timeout:   2 * pause,
-		Breaker:   resilient.BreakerOptions{FailureThreshold: 1, CoolDown: coolDown},
-		Reconcile: resilient.ReconcileOptions{Spread: -1},
-	})
+	p := startSlowPass(t, key, "y", "x") // y ends first: it is sent first
 	ctx := context.Background()
-	if err := srv.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"y", "x"} { // y ends first: it is sent first
-		got, err := l.Acquire(ctx, key, c, id)
-		if err != nil || !got.Held || got.Source != redlimit.FromLocal {
-			t.Fatalf("acquire %s with Redis down: %+v, %v; want held locally", id, got, err)
-		}
-	}
-	firstEnd := time.Now().Add(ttl)
-	if err := srv.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(coolDown + 500*time.Millisecond) // the pass has listed x
+	time.Sleep(slowPassCoolDown + 500*time.Millisecond) // the pass has listed x
 	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	got, err := l.Renew(rctx, key, c, "x")
+	got, err := p.l.Renew(rctx, key, p.c, "x")
 	cancel()
 	if err != nil || !got.Held || got.Source != redlimit.FromLocal {
 		t.Fatalf("renewal of x during the pass: %+v, %v; want held locally", got, err)
 	}
-	time.Sleep(pause - coolDown - 500*time.Millisecond)
-	if err := srv.Resume(); err != nil {
+	time.Sleep(slowPassPause - slowPassCoolDown - 500*time.Millisecond)
+	if err := p.srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(firstEnd.Add(300 * time.Millisecond)))
-	if got, err := l.Renew(ctx, key, c, "x"); err != nil || !got.Held {
+	time.Sleep(time.Until(p.localEnd.Add(300 * time.Millisecond)))
+	if got, err := p.l.Renew(ctx, key, p.c, "x"); err != nil || !got.Held {
 		t.Errorf("renewal of x after the TTL of its acquire, within its renewal's: %+v, %v; want held", got, err)
 	}
 }
