@@ -121,9 +121,10 @@ type leaseLister interface {
 // reconcileLeases gives the store the leases the local fallback holds on
 // key (all of them, for key ""): those it granted while the store failed.
 // Each is recorded in the store ([redlimit.RecordLease]) with its id and
-// time left, even on a full key, as a debit is counted; then it is released in the fallback. So the
-// store counts them once it is back, and their renewals and releases find
-// them there. It runs before each lease call to the store, for its key.
+// its time left at the send, even on a full key, as a debit is counted.
+// Then it is released in the fallback, unless granted again since it was
+// listed: the next pass sends that grant. So the store counts them once
+// it is back, and their renewals and releases find them there. It runs before each lease call to the store, for its key.
 // It runs in the background reconciliation for all keys; a local grant
 // starts that. With redisstore's DebitOnce, the background probes the
 // open breaker every retryPause. So an idle node's leases reach the store
