@@ -98,10 +98,7 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
 	_, owed := loc.(leaseLister)
 	owed = owed && err == nil && res.Held
-	if owed {
-		if l.rec.granted == nil {
-			l.rec.granted = map[[2]string]bool{}
-		}
+	if owed && l.rec.granted != nil {
 		l.rec.granted[[2]string{key, id}] = true
 	}
 	l.rec.grantMu.Unlock()
@@ -124,7 +121,8 @@ type leaseLister interface {
 // its time left at the send, even on a full key, as a debit is counted.
 // Then it is released in the fallback, unless granted again since it was
 // listed: the next pass sends that grant. So the store counts them once
-// it is back, and their renewals and releases find them there. It runs before each lease call to the store, for its key.
+// it is back, and their renewals and releases find them there. It runs
+// before each lease call to the store, for its key.
 // It runs in the background reconciliation for all keys; a local grant
 // starts that. With redisstore's DebitOnce, the background probes the
 // open breaker every retryPause. So an idle node's leases reach the store
@@ -152,8 +150,13 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 	loc := l.local.lim.(leaseLister) // counted only for a leaseLister
 	l.rec.grantMu.Lock()
 	held, err := loc.Leases(policyContext(ctx))
-	clear(l.rec.granted)
+	l.rec.granted = map[[2]string]bool{} // marked while this pass runs
 	l.rec.grantMu.Unlock()
+	defer func() {
+		l.rec.grantMu.Lock()
+		l.rec.granted = nil
+		l.rec.grantMu.Unlock()
+	}()
 	if err != nil {
 		return fmt.Errorf("resilient: the local leases: %w", err)
 	}

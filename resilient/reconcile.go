@@ -112,7 +112,8 @@ type reconciler struct {
 	leases     atomic.Int64
 	leasesBusy chan struct{}
 	// granted names the leases (key, id) the local fallback granted since
-	// reconcileLeases last listed them. It sends them at its next pass.
+	// the running reconcileLeases listed them; nil when none runs. They
+	// wait for the next pass.
 	grantMu sync.Mutex
 	granted map[[2]string]bool
 	mu      sync.Mutex // guards closed and wg.Add
