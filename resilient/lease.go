@@ -41,12 +41,12 @@ func (l *Limiter) Release(ctx context.Context, key string, c redlimit.Concurrenc
 	if err != nil {
 		return err
 	}
-	// First the store gets the local leases: id may be one of them.
-	err = l.reconcileLeases(ctx, key)
+	// Released locally first, id is not sent to the store with the
+	// other local leases.
 	if loc, ok := l.local.lim.(redlimit.Semaphore); ok {
 		_ = loc.Release(policyContext(ctx), key, l.leaseShare(c), id) // a no-op for a lease it does not hold
 	}
-	if err == nil {
+	if err = l.reconcileLeases(ctx, key); err == nil {
 		_, err = l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
 			return redlimit.Lease{}, s.Release(ctx, key, c, id)
 		})
@@ -94,9 +94,16 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 		return redlimit.Lease{RetryAfter: l.breaker.coolDown, Source: redlimit.FromFailClosed}, nil
 	}
 	// A renewal takes a local slot too: the store's lease is out of reach.
+	l.rec.grantMu.Lock()
 	res, err = loc.Acquire(policyContext(ctx), key, l.leaseShare(c), id)
+	_, owed := loc.(leaseLister)
+	owed = owed && err == nil && res.Held
+	if owed && l.rec.granted != nil {
+		l.rec.granted[[2]string{key, id}] = true
+	}
+	l.rec.grantMu.Unlock()
 	res.Source = redlimit.FromLocal
-	if _, ok := loc.(leaseLister); ok && err == nil && res.Held {
+	if owed {
 		l.rec.leases.Add(1) // owed to the store (see reconcileLeases)
 		l.kick()
 	}
@@ -111,9 +118,11 @@ type leaseLister interface {
 // reconcileLeases gives the store the leases the local fallback holds on
 // key (all of them, for key ""): those it granted while the store failed.
 // Each is recorded in the store ([redlimit.RecordLease]) with its id and
-// time left, even on a full key, as a debit is counted; then it is released in the fallback. So the
-// store counts them once it is back, and their renewals and releases find
-// them there. It runs before each lease call to the store, for its key.
+// its time left at the send, even on a full key, as a debit is counted.
+// Then it is released in the fallback, unless granted again since it was
+// listed: the next pass sends that grant. So the store counts them once
+// it is back, and their renewals and releases find them there. It runs
+// before each lease call to the store, for its key.
 // It runs in the background reconciliation for all keys; a local grant
 // starts that. With redisstore's DebitOnce, the background probes the
 // open breaker every retryPause. So an idle node's leases reach the store
@@ -139,10 +148,19 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 		return nil
 	}
 	loc := l.local.lim.(leaseLister) // counted only for a leaseLister
+	l.rec.grantMu.Lock()
 	held, err := loc.Leases(policyContext(ctx))
+	l.rec.granted = map[[2]string]bool{} // marked while this pass runs
+	l.rec.grantMu.Unlock()
+	defer func() {
+		l.rec.grantMu.Lock()
+		l.rec.granted = nil
+		l.rec.grantMu.Unlock()
+	}()
 	if err != nil {
 		return fmt.Errorf("resilient: the local leases: %w", err)
 	}
+	listed := time.Now()              // the fallback's clock: each lease's Left counts from here
 	s := l.store.(redlimit.Semaphore) // a lease was granted: the store has leases
 	var first error
 	failed := map[string]bool{} // keys whose leases wait for the next pass
@@ -150,7 +168,12 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 		if key != "" && h.Key != key || failed[h.Key] {
 			continue
 		}
-		c := redlimit.InFlight(1, max(redlimit.MinLeaseTTL, h.Left.Round(time.Microsecond)))
+		// Its time left now: earlier sends may have been slow.
+		left := h.Left - time.Since(listed)
+		if left <= 0 {
+			continue // expired here too
+		}
+		c := redlimit.InFlight(1, max(redlimit.MinLeaseTTL, left.Round(time.Microsecond)))
 		if _, err := l.leaseCall(ctx, func(ctx context.Context) (redlimit.Lease, error) {
 			return redlimit.RecordLease(ctx, s, h.Key, c, h.ID) // whatever the key holds
 		}); err != nil {
@@ -163,7 +186,13 @@ func (l *Limiter) reconcileLeases(ctx context.Context, key string) error {
 			failed[h.Key] = true
 			continue
 		}
-		_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
+		// A lease granted again since the listing stays: the next pass
+		// sends its time left.
+		l.rec.grantMu.Lock()
+		if !l.rec.granted[[2]string{h.Key, h.ID}] {
+			_ = loc.(redlimit.Semaphore).Release(policyContext(ctx), h.Key, c, h.ID)
+		}
+		l.rec.grantMu.Unlock()
 	}
 	if key == "" && first == nil {
 		l.rec.leases.CompareAndSwap(n, 0) // leases granted meanwhile wait for the next pass

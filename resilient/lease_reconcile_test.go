@@ -182,3 +182,157 @@ func TestLeaseReconcile(t *testing.T) {
 		t.Errorf("after every outage lease was released: %+v, %v; want the only lease in flight", got, err)
 	}
 }
+
+// The slow pass: leases granted locally while Redis is down (killed),
+// and Redis back paused, so that the pass sending them waits there. The
+// breaker probes a second after its last failure: rarely between Redis's
+// restart and its pause, mostly during the pause.
+const (
+	slowPassTTL      = 6 * time.Second
+	slowPassPause    = 2500 * time.Millisecond
+	slowPassCoolDown = time.Second
+)
+
+// slowPass is a node holding ids locally on key, with Redis paused.
+type slowPass struct {
+	l        *resilient.Limiter
+	srv      *redistest.Server
+	direct   *redisstore.Store // Redis, without the node
+	c        redlimit.Concurrency
+	localEnd time.Time // the local leases end by then
+}
+
+// startSlowPass grants ids locally on key, in order, then restarts Redis
+// paused. The caller resumes it.
+func startSlowPass(t *testing.T, key string, ids ...string) slowPass {
+	t.Helper()
+	p := slowPass{srv: redistest.Start(t), c: redlimit.InFlight(int64(len(ids)), slowPassTTL).OnFailure(redlimit.FailLocal)}
+	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
+	p.l = newLimiter(t, redisStore(t, []string{p.srv.Addr()}, prefix), resilient.Options{
+		Nodes:     fixedNodes(1),
+		Timeout:   2 * slowPassPause, // the send waiting in the paused Redis succeeds
+		Breaker:   resilient.BreakerOptions{FailureThreshold: 1, CoolDown: slowPassCoolDown},
+		Reconcile: resilient.ReconcileOptions{Spread: -1},
+	})
+	p.direct = redisStore(t, []string{p.srv.Addr()}, prefix)
+	if err := p.srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		got, err := p.l.Acquire(context.Background(), key, p.c, id)
+		if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+			t.Fatalf("acquire %s with Redis down: %+v, %v; want held locally", id, got, err)
+		}
+	}
+	p.localEnd = time.Now().Add(slowPassTTL)
+	if err := p.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLeaseReconcileTimeLeft: a node holds 2 leases by itself; the send
+// of the first waits in the paused Redis. Once Redis resumes, the second
+// lease must get the time it has left locally then, not the time it had
+// when the pass listed it. Else it holds a slot in Redis after its
+// holder's TTL ended.
+func TestLeaseReconcileTimeLeft(t *testing.T) {
+	t.Parallel()
+	const key = "jobs"
+	p := startSlowPass(t, key, "a", "b")
+	time.Sleep(slowPassPause)
+	if err := p.srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	inRedis := func() int64 {
+		got, err := p.direct.Renew(context.Background(), key, p.c, "none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.InFlight
+	}
+	if !waitFor(slowPassTTL, func() bool { return inRedis() == 2 }) {
+		t.Fatalf("Redis holds %d of the outage's 2 leases", inRedis())
+	}
+	// The first send waited in Redis: its lease may outlive its holder's
+	// TTL there. The second was sent after Redis resumed.
+	time.Sleep(time.Until(p.localEnd.Add(300 * time.Millisecond)))
+	if n := inRedis(); n > 1 {
+		t.Errorf("Redis holds %d outage leases 300ms after their local TTL ended, want at most 1 (the one whose send waited)", n)
+	}
+}
+
+// TestLeaseReconcileRenewedMeanwhile: a node holds leases y and x by
+// itself; the pass sending them waits in the paused Redis. x's holder
+// renews it meanwhile; its call cannot wait for the pass, so the local
+// fallback renews x. Once Redis resumes, the pass must not leave x with
+// the time it had before that renewal: a renewal that held must hold
+// until its TTL ends.
+func TestLeaseReconcileRenewedMeanwhile(t *testing.T) {
+	t.Parallel()
+	const key = "jobs"
+	p := startSlowPass(t, key, "y", "x") // y ends first: it is sent first
+	ctx := context.Background()
+	time.Sleep(slowPassCoolDown + 500*time.Millisecond) // the pass has listed x
+	rctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	got, err := p.l.Renew(rctx, key, p.c, "x")
+	cancel()
+	if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+		t.Fatalf("renewal of x during the pass: %+v, %v; want held locally", got, err)
+	}
+	time.Sleep(slowPassPause - slowPassCoolDown - 500*time.Millisecond)
+	if err := p.srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(p.localEnd.Add(300 * time.Millisecond)))
+	if got, err := p.l.Renew(ctx, key, p.c, "x"); err != nil || !got.Held {
+		t.Errorf("renewal of x after the TTL of its acquire, within its renewal's: %+v, %v; want held", got, err)
+	}
+}
+
+// sendOnly is a store whose lease calls fail, but an acquire made with
+// a context carrying sendOnly{}: the release's own sends.
+type sendOnly struct{ *redisstore.Store }
+
+func (s sendOnly) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
+	if ctx.Value(sendOnly{}) == nil {
+		return redlimit.Lease{}, errDown
+	}
+	return s.Store.Acquire(ctx, key, c, id)
+}
+
+func (s sendOnly) Release(context.Context, string, redlimit.Concurrency, string) error {
+	return errDown
+}
+
+// TestLeaseReconcileReleaseNotSent: a lease granted locally while the
+// store failed is released. The store records leases again, then fails
+// the release. The lease was never in the store: its release must not
+// put it there for the rest of its TTL.
+func TestLeaseReconcileReleaseNotSent(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Shared(t)
+	c := redlimit.InFlight(2, time.Minute).OnFailure(redlimit.FailLocal)
+	const key = "jobs"
+	prefix := redisstore.WithPrefix(fmt.Sprintf("r%x:", rand.Uint64()))
+	l := newLimiter(t, sendOnly{redisStore(t, []string{srv.Addr()}, prefix)}, resilient.Options{
+		Nodes:     fixedNodes(1),
+		Breaker:   resilient.BreakerOptions{FailureThreshold: 1 << 20}, // stays closed
+		Reconcile: resilient.ReconcileOptions{Spread: -1},
+	})
+	ctx := context.Background()
+	got, err := l.Acquire(ctx, key, c, "x")
+	if err != nil || !got.Held || got.Source != redlimit.FromLocal {
+		t.Fatalf("acquire with the store failing: %+v, %v; want held locally", got, err)
+	}
+	if err := l.Release(context.WithValue(ctx, sendOnly{}, true), key, c, "x"); err != nil {
+		t.Fatal(err)
+	}
+	direct := redisStore(t, []string{srv.Addr()}, prefix)
+	if got, err := direct.Renew(ctx, key, c, "none"); err != nil || got.InFlight != 0 {
+		t.Errorf("Redis after the release of a lease only local: %d leases, %v; want none", got.InFlight, err)
+	}
+}

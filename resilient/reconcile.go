@@ -111,10 +111,15 @@ type reconciler struct {
 	// last listed them; leasesBusy is held while it runs.
 	leases     atomic.Int64
 	leasesBusy chan struct{}
-	mu         sync.Mutex // guards closed and wg.Add
-	closed     bool       // by Close
-	wg         sync.WaitGroup
-	quit       chan struct{} // closed by Close
+	// granted names the leases (key, id) the local fallback granted since
+	// the running reconcileLeases listed them; nil when none runs. They
+	// wait for the next pass.
+	grantMu sync.Mutex
+	granted map[[2]string]bool
+	mu      sync.Mutex // guards closed and wg.Add
+	closed  bool       // by Close
+	wg      sync.WaitGroup
+	quit    chan struct{} // closed by Close
 }
 
 // onceDebiter is a store that counts a debit at most once per idempotency
