@@ -11,7 +11,7 @@ import (
 type CalendarUnit uint8
 
 const (
-	// Day runs from midnight to midnight: 23 or 25 hours at DST changes.
+	// Day runs from midnight to midnight: 23 or 25 hours at most DST changes.
 	Day CalendarUnit = iota + 1
 	// Week is an ISO week, from Monday at midnight.
 	Week
@@ -42,18 +42,19 @@ func ParseCalendarUnit(s string) (CalendarUnit, error) {
 }
 
 // Longest returns the longest period of u: a Limit with a Calendar has it
-// as its Period.
+// as its Period. It allows a DST shift of two hours, the largest in the
+// time zone database (Antarctica/Troll).
 func (u CalendarUnit) Longest() time.Duration {
-	const day = 24 * time.Hour
+	const day, shift = 24 * time.Hour, 2 * time.Hour
 	switch u {
 	case Day:
-		return day + time.Hour
+		return day + shift
 	case Week:
-		return 7*day + time.Hour
+		return 7*day + shift
 	case Month:
-		return 31*day + time.Hour
+		return 31*day + shift
 	case Year:
-		return 366*day + time.Hour
+		return 366*day + shift
 	}
 	return 0
 }
