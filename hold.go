@@ -50,12 +50,23 @@ func Hold(ctx context.Context, s Semaphore, key string, c Concurrency) (l Lease,
 	}, nil
 }
 
-// renew records lease id again. Its errors are dropped: the lease frees
-// at its TTL if renewals keep failing.
+// renew records lease id again with RecordLease, trying until it succeeds
+// or a third of the TTL has passed: the first call after a Redis restart
+// may fail on a dead connection. Errors are dropped; the lease frees at
+// its TTL if renewals keep failing.
 func renew(ctx context.Context, s Semaphore, key string, c Concurrency, id string) {
 	ctx, cancel := context.WithTimeout(ctx, c.TTL/3)
 	defer cancel()
-	_, _ = RecordLease(ctx, s, key, c, id)
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		if _, err := RecordLease(ctx, s, key, c, id); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // RecordLease acquires lease id on key for c.TTL whatever the key holds:
