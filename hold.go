@@ -61,10 +61,8 @@ func renew(ctx context.Context, s Semaphore, key string, c Concurrency, id strin
 		if _, err := RecordLease(ctx, s, key, c, id); err == nil {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if sleep(ctx, wait) != nil {
 			return
-		case <-time.After(wait):
 		}
 	}
 }
