@@ -18,7 +18,7 @@ func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n i
 	}
 	req := redlimit.Request{Key: key, Limit: limit, Cost: n}
 	w := s.newWire()
-	w.queue(kindQueue, s.keys([]redlimit.Request{req})[0], req, int64(maxWait/time.Microsecond))
+	w.queue(kindQueue, s.key(hashTag(key), limit), req, int64(maxWait/time.Microsecond))
 	r, err := s.call(ctx, "queue", &w)
 	if err != nil {
 		return redlimit.Turn{}, err
@@ -44,7 +44,7 @@ func (s *Store) Unqueue(ctx context.Context, q redlimit.Turn) (bool, error) {
 	}
 	req := redlimit.Request{Key: q.Key, Limit: q.Limit, Cost: q.Cost}
 	w := s.newWire()
-	w.queue(kindUnqueue, s.keys([]redlimit.Request{req})[0], req, q.TAT)
+	w.queue(kindUnqueue, s.key(hashTag(q.Key), q.Limit), req, q.TAT)
 	r, err := s.call(ctx, "unqueue", &w)
 	if err != nil {
 		return false, err
