@@ -3,15 +3,12 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-	"net"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -59,21 +56,7 @@ func serveTimed(t *testing.T, h *timedHealth, rule grpclimit.Rule, lims ...redli
 	t.Helper()
 	var clients []healthpb.HealthClient
 	for _, lim := range lims {
-		in := mustNew(t, lim, grpclimit.Options{}, rule)
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
-		healthpb.RegisterHealthServer(srv, h)
-		go srv.Serve(lis)
-		t.Cleanup(srv.Stop)
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		clients = append(clients, healthpb.NewHealthClient(conn))
+		clients = append(clients, serveWith(t, mustNew(t, lim, grpclimit.Options{}, rule), h))
 	}
 	return clients
 }

@@ -73,13 +73,20 @@ func (h *countingHealth) counts() (int, int) {
 // health service, and returns a client connected to it with opts.
 func serve(t *testing.T, in *grpclimit.Interceptor, opts ...grpc.DialOption) (healthpb.HealthClient, *countingHealth) {
 	t.Helper()
+	h := &countingHealth{Server: health.NewServer()}
+	return serveWith(t, in, h, opts...), h
+}
+
+// serveWith starts a real gRPC server on 127.0.0.1:0 with the interceptor
+// and hs, and returns a client connected to it with opts.
+func serveWith(t *testing.T, in *grpclimit.Interceptor, hs healthpb.HealthServer, opts ...grpc.DialOption) healthpb.HealthClient {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
-	h := &countingHealth{Server: health.NewServer()}
-	healthpb.RegisterHealthServer(srv, h)
+	healthpb.RegisterHealthServer(srv, hs)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
@@ -87,7 +94,7 @@ func serve(t *testing.T, in *grpclimit.Interceptor, opts ...grpc.DialOption) (he
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return healthpb.NewHealthClient(conn), h
+	return healthpb.NewHealthClient(conn)
 }
 
 func mustNew(t *testing.T, lim redlimit.Limiter, opts grpclimit.Options, rules ...grpclimit.Rule) *grpclimit.Interceptor {

@@ -2,15 +2,12 @@ package grpclimit_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -53,21 +50,7 @@ func (h *slowHealth) Watch(r *healthpb.HealthCheckRequest, s healthpb.Health_Wat
 func serveSlow(t *testing.T, h *slowHealth, n int, mk func() *grpclimit.Interceptor) []healthpb.HealthClient {
 	var clients []healthpb.HealthClient
 	for range n {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		in := mk()
-		srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
-		healthpb.RegisterHealthServer(srv, h)
-		go srv.Serve(lis)
-		t.Cleanup(srv.Stop)
-		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		clients = append(clients, healthpb.NewHealthClient(conn))
+		clients = append(clients, serveWith(t, mk(), h))
 	}
 	return clients
 }
