@@ -83,14 +83,11 @@ func (l *Limiter) lease(ctx context.Context, key string, c redlimit.Concurrency,
 	if err == nil || !errors.Is(err, ErrStore) {
 		return res, err
 	}
-	switch c.Failure {
-	case redlimit.FailOpen:
+	if c.Failure == redlimit.FailOpen {
 		return redlimit.Lease{Held: true, Source: redlimit.FromFailOpen}, nil
-	case redlimit.FailClosed:
-		return redlimit.Lease{RetryAfter: l.breaker.coolDown, Source: redlimit.FromFailClosed}, nil
 	}
 	loc, ok := l.local.lim.(redlimit.Semaphore)
-	if !ok {
+	if c.Failure == redlimit.FailClosed || !ok {
 		return redlimit.Lease{RetryAfter: l.breaker.coolDown, Source: redlimit.FromFailClosed}, nil
 	}
 	// A renewal takes a local slot too: the store's lease is out of reach.
