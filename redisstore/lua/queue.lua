@@ -25,12 +25,11 @@ local function entry(kd, x, keys, k0, v, out)
   local tat, given, lst, epoch = token_bucket_read(redis.call('GET', key))
   if kd == QUEUE then
     local ok, rem, retry, reset, nxt, wait = token_bucket_queue(now, ei, burst, n, tat, last)
+    local o = #out
     if ok then
       redis.call('SET', key, token_bucket_value(nxt, given, lst, epoch, now), 'PX', ms(reset))
-      local o = #out
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 1, rem, wait, reset, nxt
     else
-      local o = #out
       out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, rem, retry, reset, 0
     end
     return
