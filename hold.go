@@ -24,24 +24,25 @@ func Hold(ctx context.Context, s Semaphore, key string, c Concurrency) (l Lease,
 		return l, func() {}, err
 	}
 	bg := context.WithoutCancel(ctx)
-	stop, done := make(chan struct{}), make(chan struct{})
+	renewing, stop := context.WithCancel(bg) // release stops a renewal's retries too
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(c.TTL / 3)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-renewing.Done():
 				return
 			case <-t.C:
-				renew(bg, s, key, c, id)
+				renew(renewing, s, key, c, id)
 			}
 		}
 	}()
 	var once sync.Once
 	return l, func() {
 		once.Do(func() {
-			close(stop)
+			stop()
 			<-done
 			rctx, cancel := context.WithTimeout(bg, c.TTL)
 			defer cancel()
