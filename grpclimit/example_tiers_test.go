@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -58,22 +56,10 @@ func ExampleRule_tiers() {
 		panic(err)
 	}
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()))
 	hs := health.NewServer()
 	hs.SetServingStatus(strings.Repeat("s", 58), healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(srv, hs)
-	go srv.Serve(lis)
-	defer srv.Stop()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		panic(err)
-	}
-	defer conn.Close()
-	client := healthpb.NewHealthClient(conn)
+	client, stop := serveHealth(in, hs)
+	defer stop()
 
 	req := &healthpb.HealthCheckRequest{Service: strings.Repeat("s", 58)} // 60 bytes
 	for _, tenant := range []string{"alice", "alice", "bob", "carol"} {
