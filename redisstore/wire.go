@@ -177,11 +177,10 @@ func (w *wire) bounds(l redlimit.Limit) bounds {
 
 // windowText returns a window on the wire: window µs, or for a calendar
 // limit "c" and its bounds b, comma-separated, the middle window's first
-// (the script reads them first). Go is the one source of
-// calendar arithmetic; the script takes the window that holds its own
-// clock, and fails a decision if none does (lua/prelude.lua, window).
-// So hosts whose clocks differ by less than the shortest window (23
-// hours) count in the window Redis's clock is in.
+// (the script reads them first). Only Go does calendar arithmetic. The
+// script takes the window that holds its own clock, and fails a decision
+// if none does (lua/prelude.lua, window). So hosts whose clocks differ by
+// less than the shortest window count in the window of Redis's clock.
 func windowText(window int64, b bounds) string {
 	if b == (bounds{}) {
 		return strconv.FormatInt(window, 10)
