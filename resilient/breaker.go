@@ -128,6 +128,14 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 	if len(local) == 0 {
 		return d, rc, nil
 	}
+	// The local admissions are owed to the store; debits were owed above.
+	oweAdmitted := func() {
+		for _, i := range localAt {
+			if r := reqs[i]; !r.Debit {
+				l.owe(r.Key, r.Limit, r.Cost)
+			}
+		}
+	}
 	var ld redlimit.Decision
 	var err error
 	if closed {
@@ -153,11 +161,7 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 			if ld.Allowed {
 				// Owed as AllowAll's local admissions are; a Refund
 				// of the local Grant gives back what is still owed.
-				for _, i := range localAt {
-					if r := reqs[i]; !r.Debit {
-						l.owe(r.Key, r.Limit, r.Cost)
-					}
-				}
+				oweAdmitted()
 				rc.owed = true
 			}
 		}
@@ -166,11 +170,7 @@ func (l *Limiter) onFailure(ctx context.Context, reqs []redlimit.Request, cause 
 		ld, err = l.local.lim.AllowAll(ctx, local)
 		d.Allowed = ld.Allowed
 		if err == nil && ld.Allowed {
-			for _, i := range localAt {
-				if r := reqs[i]; !r.Debit {
-					l.owe(r.Key, r.Limit, r.Cost)
-				}
-			}
+			oweAdmitted()
 		}
 	}
 	if err != nil {
