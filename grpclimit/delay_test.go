@@ -152,19 +152,28 @@ func TestDelaySpaced(t *testing.T) {
 	}
 }
 
+// takeFirstTurn serves a rule of 1 a second, burst 1, with a Delay of 3s
+// through a server per limiter, and makes the first call, which takes the
+// burst. It returns the handlers, the clients and when the call began.
+func takeFirstTurn(t *testing.T, name string, lims []redlimit.Limiter) (*timedHealth, []healthpb.HealthClient, time.Time) {
+	t.Helper()
+	h := &timedHealth{}
+	clients := serveTimed(t, h, grpclimit.Rule{
+		Name: name, Limit: redlimit.Per(1, time.Second).TokenBucket(1), Key: grpclimit.Static("all"), Delay: 3 * time.Second,
+	}, lims...)
+	start := time.Now()
+	if err := callOnce(ctxTimeout(t), clients[0], false); err != nil {
+		t.Fatal(err)
+	}
+	return h, clients, start
+}
+
 // TestDelayDeadline: a call whose deadline comes before its turn is
 // refused at once, takes no turn, and a later call gets that turn.
 func TestDelayDeadline(t *testing.T) {
 	for name, lims := range delayStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := &timedHealth{}
-			clients := serveTimed(t, h, grpclimit.Rule{
-				Name: "deadline", Limit: redlimit.Per(1, time.Second).TokenBucket(1), Key: grpclimit.Static("all"), Delay: 3 * time.Second,
-			}, lims...)
-			start := time.Now()
-			if err := callOnce(ctxTimeout(t), clients[0], false); err != nil {
-				t.Fatal(err)
-			}
+			_, clients, start := takeFirstTurn(t, "deadline", lims)
 			for i, stream := range []bool{false, true} {
 				ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 				t0 := time.Now()
@@ -190,14 +199,7 @@ func TestDelayDeadline(t *testing.T) {
 func TestDelayCancelGivesBack(t *testing.T) {
 	for name, lims := range delayStores(t) {
 		t.Run(name, func(t *testing.T) {
-			h := &timedHealth{}
-			clients := serveTimed(t, h, grpclimit.Rule{
-				Name: "cancel", Limit: redlimit.Per(1, time.Second).TokenBucket(1), Key: grpclimit.Static("all"), Delay: 3 * time.Second,
-			}, lims...)
-			start := time.Now()
-			if err := callOnce(ctxTimeout(t), clients[0], false); err != nil {
-				t.Fatal(err)
-			}
+			h, clients, start := takeFirstTurn(t, "cancel", lims)
 			for i, stream := range []bool{false, true} {
 				ctx, cancel := context.WithCancel(context.Background())
 				time.AfterFunc(100*time.Millisecond, cancel)
