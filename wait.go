@@ -76,8 +76,8 @@ func ValidateQueue(key string, limit Limit, n int64, maxWait time.Duration) erro
 //
 // A [TokenBucket] on a [Queuer] takes its place in line atomically
 // ([Queuer.Queue]). Waiters are admitted in the order they queued, spaced
-// at the rate. That holds across every process sharing the store. A waiter whose
-// ctx ends gives its place back ([Queuer.Unqueue]).
+// at the rate. That holds across every process sharing the store. A waiter
+// whose ctx ends gives its place back ([Queuer.Unqueue]).
 //
 // The window algorithms, and a token bucket on a Limiter that cannot
 // queue (resilient.Limiter), retry after each denial's RetryAfter, with up

@@ -104,11 +104,12 @@ func (l *Limiter) storeDeadline(ctx context.Context, now time.Time) time.Duratio
 // breaker's refusal, the store's failure (both answered by the failure
 // policies), or errCallerGone.
 //
-// A call has its deadline (see storeDeadline), and the caller gets an answer within
-// it even if the client library has not answered (see bounded). A store that has
-// not answered within the deadline has failed, whoever's context set it; a
-// caller that went away has not made it fail. The one probe of the
-// half-open breaker is judged by Options.Timeout instead (see probe).
+// A call has its deadline (see storeDeadline), and the caller gets an
+// answer within it even if the client library has not answered (see
+// bounded). A store that has not answered within the deadline has failed,
+// whoever's context set it; a caller that went away has not made it fail.
+// The one probe of the half-open breaker is judged by Options.Timeout
+// instead (see probe).
 func (l *Limiter) ask(ctx context.Context, c storeCall) (redlimit.Decision, error) {
 	done, err := l.breaker.Allow()
 	if err != nil {

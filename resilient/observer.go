@@ -18,11 +18,11 @@ type Observer interface {
 	// decision of n limits makes n reports. A call that returns an error
 	// makes none; Peek and Reset make none.
 	Decided(allowed bool, source redlimit.Source)
-	// StoreCalled reports one call to the store for a decision or a Peek.
-	// It gives how long the Limiter waited for it, and its error. The
-	// error is nil when the store answered. It wraps [ErrStore] when the
-	// store failed or did not answer in time. A call the open breaker refused is not made, and
-	// not reported; nor is one whose caller went away. The charges the
+	// StoreCalled reports one call to the store for a decision or a Peek. It
+	// gives how long the Limiter waited for it, and its error. The error is
+	// nil when the store answered. It wraps [ErrStore] when the store failed
+	// or did not answer in time. A call the open breaker refused is not made,
+	// and not reported; nor is one whose caller went away. The charges the
 	// reconciliation sends in the background are counted by
 	// [Limiter.Reconciliation] instead.
 	StoreCalled(took time.Duration, err error)

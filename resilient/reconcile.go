@@ -51,15 +51,15 @@ import (
 // store with its id and time left (see reconcileLeases). They go before a
 // lease call to the store, and first in each background pass.
 //
-// Each charge is of one state, in a call of its own. When the debt is
-// taken to be sent, its units become a charge with a random idempotency
-// id. While it is being sent, no other charge of the state is sent. New
-// local units of the state are owed apart. Some charges are owed again,
-// their id dropped: those not sent, and those the store says did not run
-// (see notApplier: Redis refused it, or could not be reached). A charge
-// may not be known to be counted: a timeout, a reply lost with its connection. It is
-// counted as unconfirmed. If the store counts a debit at most once per id
-// (onceDebiter: redisstore.Store), the charge is kept with its id, in
+// Each charge is of one state, in a call of its own. When the debt is taken
+// to be sent, its units become a charge with a random idempotency id. While
+// it is being sent, no other charge of the state is sent. New local units
+// of the state are owed apart. Some charges are owed again, their id
+// dropped: those not sent, and those the store says did not run (see
+// notApplier: Redis refused it, or could not be reached). A charge may not
+// be known to be counted: a timeout, a reply lost with its connection. It
+// is counted as unconfirmed. If the store counts a debit at most once per
+// id (onceDebiter: redisstore.Store), the charge is kept with its id, in
 // doubt. It is sent again with that id, before any newer units of the
 // state, until it is confirmed or expires: exactly once. The units owed
 // meanwhile go in a charge of their own, with an id of its own. So an id
@@ -327,8 +327,8 @@ func (ds *debts) removeLocked(sh *mapShard[debt], k redlimit.StateID, d *debt) {
 	ds.n.Add(-1)
 }
 
-// stateCharge is what is sent for one state: its charge in doubt, then its units
-// owed (either may be nil).
+// stateCharge is what is sent for one state: its charge in doubt, then its
+// units owed (either may be nil).
 type stateCharge struct {
 	id    redlimit.StateID
 	doubt *charge

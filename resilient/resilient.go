@@ -353,10 +353,10 @@ func (l *Limiter) Reset(ctx context.Context, key string, limit redlimit.Limit) e
 	return nil
 }
 
-// mono measures times in nanoseconds since its epoch. It uses the
-// monotonic clock when both times have its reading, as time.Now's do. A
-// step of the wall clock (NTP, a VM restored) then neither prolongs nor
-// cuts a rejoining, a last-seen answer or a debt. A clock without the reading (a
+// mono measures times in nanoseconds since its epoch. It uses the monotonic
+// clock when both times have its reading, as time.Now's do. A step of the
+// wall clock (NTP, a VM restored) then neither prolongs nor cuts a
+// rejoining, a last-seen answer or a debt. A clock without the reading (a
 // test's, through Options.Now) is measured on its wall times.
 type mono struct{ epoch time.Time }
 

@@ -38,8 +38,8 @@ func newWorkers(max int32) workers { return workers{kept.New(max, job.run)} }
 
 // start hands the call c, with ctx, to a waiting worker, or to a new
 // goroutine when none waits. It returns the channel its answer comes on.
-// The answer comes once after, if not nil, has been called. A caller that gives up need not
-// receive it.
+// The answer comes once after, if not nil, has been called. A caller that
+// gives up need not receive it.
 func (w *workers) start(ctx context.Context, l *Limiter, c storeCall, after func(error)) <-chan reply {
 	ch := make(chan reply, 1)
 	w.pool.Go(job{ctx: ctx, l: l, c: c, after: after, reply: ch})
