@@ -58,8 +58,7 @@ local function other(kd, x, keys, k0, v, out)
   if kd == SEVERAL or kd == ADMIT or kd == ONCE then
     if several == nil then several = load_several() end
     return several(kd, x, keys, k0, v, out)
-  end
-  if kd == QUEUE or kd == UNQUEUE then
+  elseif kd == QUEUE or kd == UNQUEUE then
     if queued == nil then queued = load_queue() end
     return queued(kd, x, keys, k0, v, out)
   elseif kd == ACQUIRE or kd == RENEW or kd == RELEASE then
