@@ -22,9 +22,8 @@ type Policy struct {
 	// included: 1 never retries. 0 means DefaultMaxAttempts.
 	MaxAttempts int
 	// MaxWait is the longest wait the client accepts. When the server asks
-	// for longer, the client gives up at once and returns the server's
-	// answer, rather than retrying early only to be refused again. 0 means
-	// DefaultMaxWait.
+	// for longer, the client returns the server's answer at once: a retry
+	// sooner would be refused again. 0 means DefaultMaxWait.
 	MaxWait time.Duration
 	// Jitter is the most that is added to each wait, at random, as a
 	// fraction of it: 0.1 adds up to 10%. So clients told the same time do

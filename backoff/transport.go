@@ -15,9 +15,9 @@ import (
 	"github.com/redlimit/redlimit/ratelimitfield"
 )
 
-// Transport is an [http.RoundTripper] that waits and retries when a server
-// answers 429 (Too Many Requests) or 503 (Service Unavailable) with a
-// Retry-After header, as Policy allows.
+// Transport is an [http.RoundTripper] that waits and retries, as Policy
+// allows, when a server answers 429 (Too Many Requests) or 503 (Service
+// Unavailable) with a Retry-After header.
 //
 // Only requests that can safely be sent again are retried. Those are the
 // requests of an idempotent method (GET, HEAD, OPTIONS, TRACE, PUT,

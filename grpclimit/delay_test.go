@@ -49,9 +49,8 @@ func (h *timedHealth) sorted() []time.Time {
 	return s
 }
 
-// serveTimed starts a real gRPC server on 127.0.0.1:0 per limiter, each
-// with an interceptor of rule on it and sharing h, and returns a client
-// of each.
+// serveTimed starts a gRPC server per limiter, each with an interceptor
+// of rule and sharing h, and returns a client of each.
 func serveTimed(t *testing.T, h *timedHealth, rule grpclimit.Rule, lims ...redlimit.Limiter) []healthpb.HealthClient {
 	t.Helper()
 	var clients []healthpb.HealthClient
@@ -152,9 +151,8 @@ func TestDelaySpaced(t *testing.T) {
 	}
 }
 
-// takeFirstTurn serves a rule of 1 a second, burst 1, with a Delay of 3s
-// through a server per limiter, and makes the first call, which takes the
-// burst. It returns the handlers, the clients and when the call began.
+// takeFirstTurn serves a rule of 1 a second, burst 1, delayed up to 3s,
+// through a server per limiter. Its first call takes the burst. It returns the handlers, the clients and when the call began.
 func takeFirstTurn(t *testing.T, name string, lims []redlimit.Limiter) (*timedHealth, []healthpb.HealthClient, time.Time) {
 	t.Helper()
 	h := &timedHealth{}

@@ -58,9 +58,8 @@ type Interceptor struct {
 }
 
 // New returns an interceptor that decides every call against rules with lim.
-// It reports an error wrapping [ErrNoRules] for no rules, [ErrInvalidRule]
-// for a bad name, key function or cost, and the redlimit sentinel errors for
-// a bad limit.
+// Its error wraps [ErrNoRules] for no rules, and [ErrInvalidRule] for a bad
+// name, key function or cost. A bad limit gets the redlimit sentinel errors.
 func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Interceptor, error) {
 	if lim == nil {
 		return nil, errors.New("grpclimit: nil limiter")

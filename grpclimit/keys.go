@@ -112,8 +112,9 @@ func Static(key string) KeyFunc {
 func Compose(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Compose(ofCalls(keys)...)) }
 
 // Or returns a KeyFunc that uses the first of keys that has a key for the
-// call, prefixed by its position ("0:", "1:", ...) so that one kind of key
-// cannot reach the allowance of another. If none has a key, Or has none.
+// call. The key is prefixed by its position ("0:", "1:", ...), so one kind
+// of key cannot reach the allowance of another. If none has a key, Or has
+// none.
 func Or(keys ...KeyFunc) KeyFunc { return fromCall(ruleset.Or(ofCalls(keys)...)) }
 
 // Hashed returns a KeyFunc whose key is the first 128 bits of the SHA-256 of

@@ -56,8 +56,8 @@ type Rule struct {
 	// calls as if it alone were added to the enforced rules, as in
 	// httplimit.
 	Shadow bool
-	// Delay, if positive, makes the rule delay a call (or the start of a
-	// stream) it would deny, by up to Delay, instead of refusing it.
+	// Delay, if positive, makes the rule delay a call (or a stream's start)
+	// it would deny, by up to Delay, instead of refusing it.
 	// httplimit's Rule.Delay does the same. The call waits before its
 	// handler runs.
 	// A call that would wait longer, or past its own deadline, fails at

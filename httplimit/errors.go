@@ -21,7 +21,8 @@ var (
 )
 
 // A KeyError reports that a rule's key, limit or cost function failed for a
-// request with an error other than [ErrNoKey], or chose a bad limit or cost.
+// request, with an error other than [ErrNoKey]. Or it chose a bad limit or
+// cost.
 // [Options].OnError receives it.
 type KeyError struct {
 	Rule string // the rule's name

@@ -12,8 +12,8 @@ import (
 // same key share one allowance. It returns an error wrapping [ErrNoKey] when
 // the rule does not apply to the request (a missing header, no user); the
 // rule is then skipped for that request. Any other error, or a panic, stops
-// the request (see [Options].OnError), unless its rule is a shadow rule, which is then
-// skipped and the error logged. A KeyFunc must be safe for concurrent use.
+// the request (see [Options].OnError). A shadow rule's error is logged and
+// skips the rule instead. A KeyFunc must be safe for concurrent use.
 type KeyFunc func(*http.Request) (string, error)
 
 // Header returns a KeyFunc that keys requests by the value of the named

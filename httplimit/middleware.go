@@ -35,9 +35,9 @@ type Options struct {
 	// FailClosed makes a limiter error (Redis unreachable, a deadline)
 	// refuse the request through OnError, by default with 503. Otherwise
 	// the request is served without limits, and the error logged: failing
-	// open. A request whose own context ends before the limiter decides
-	// its enforced rules (its client went away) is refused either way,
-	// through OnError (shadow rules alone never refuse). A
+	// open. A request whose own context ends (its client went away)
+	// before the limiter decides its enforced rules is refused either way,
+	// through OnError. Shadow rules alone never refuse. A
 	// resilient limiter in front of the store can choose more finely; this
 	// is the last line.
 	FailClosed bool
@@ -59,9 +59,9 @@ type Middleware struct {
 }
 
 // New returns a middleware that decides every request against rules with
-// lim. It reports an error wrapping [ErrNoRules] for no rules,
-// [ErrInvalidRule] for a bad name, key function or cost, and the redlimit
-// sentinel errors for a bad limit.
+// lim. Its error wraps [ErrNoRules] for no rules, and [ErrInvalidRule] for a
+// bad name, key function or cost. A bad limit gets the redlimit sentinel
+// errors.
 func New(lim redlimit.Limiter, opts Options, rules ...Rule) (*Middleware, error) {
 	if lim == nil {
 		return nil, errors.New("httplimit: nil limiter")

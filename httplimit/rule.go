@@ -47,7 +47,7 @@ type Rule struct {
 	// Shadow runs the rule as a dry run: it decides, counts and logs what
 	// it would deny, but never denies and sets no header field. It counts
 	// the requests as if it alone were added to the enforced rules (see the
-	// package documentation), and never makes them consume or refuse
+	// package documentation). It never makes them consume or refuse
 	// anything.
 	Shadow bool
 	// Delay, if positive, makes the rule delay a request it would deny,

@@ -53,9 +53,9 @@ func Compose[R any, F ~func(R) (string, error)](keys ...F) F {
 }
 
 // Or returns a key function that uses the first of keys that has a key for
-// the request, that is, does not fail with an error wrapping [ErrNoKey].
-// Each key is prefixed by the position of the function that made it ("0:",
-// "1:", ...), so that one kind of key cannot reach the allowance of another.
+// the request: that does not fail with an error wrapping [ErrNoKey]. Each
+// key is prefixed by its function's position ("0:", "1:", ...), so one kind
+// of key cannot reach the allowance of another.
 // Other errors are returned at once. If none has a key, Or fails with
 // ErrNoKey.
 func Or[R any, F ~func(R) (string, error)](keys ...F) F {
