@@ -18,7 +18,7 @@ func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (up
 	if r.Allowed || r.RetryAfter == redlimit.Never || r.RetryAfter > us(wait) {
 		return w, 0
 	}
-	over := int64(r.RetryAfter / time.Microsecond)
+	over := r.RetryAfter.Microseconds()
 	due := over + p.tau
 	*r = redlimit.Result{Allowed: true, Max: p.burst, ResetAfter: us(due)}
 	return update{expires: now + due}, over
@@ -44,7 +44,7 @@ func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n i
 		return redlimit.Turn{}, fmt.Errorf("memory: %w", err)
 	}
 	r := redlimit.Turn{Key: key, Limit: limit, Cost: n}
-	q := queued{wait: int64(maxWait / time.Microsecond)}
+	q := queued{wait: maxWait.Microseconds()}
 	if err := s.allowSlow(ctx, key, limit, n, &r.Result, &q); err != nil {
 		return redlimit.Turn{}, err
 	}

@@ -18,7 +18,7 @@ func (s *Store) Queue(ctx context.Context, key string, limit redlimit.Limit, n i
 	}
 	req := redlimit.Request{Key: key, Limit: limit, Cost: n}
 	w := s.newWire()
-	w.queue(kindQueue, s.key(hashTag(key), limit), req, int64(maxWait/time.Microsecond))
+	w.queue(kindQueue, s.key(hashTag(key), limit), req, maxWait.Microseconds())
 	r, err := s.call(ctx, "queue", &w)
 	if err != nil {
 		return redlimit.Turn{}, err
