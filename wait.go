@@ -62,6 +62,11 @@ func ValidateQueue(key string, limit Limit, n int64, maxWait time.Duration) erro
 	if limit.Algorithm != TokenBucket {
 		return fmt.Errorf("%w: %s", ErrQueueAlgorithm, limit.Algorithm)
 	}
+	return validateWait(maxWait)
+}
+
+// validateWait checks a maxWait of 0..[MaxWait], wrapping ErrInvalidWait.
+func validateWait(maxWait time.Duration) error {
 	if maxWait < 0 || maxWait > MaxWait {
 		return fmt.Errorf("%w: %s is not in 0..%s", ErrInvalidWait, maxWait, MaxWait)
 	}
@@ -84,8 +89,8 @@ func ValidateQueue(key string, limit Limit, n int64, maxWait time.Duration) erro
 // to a tenth more of random jitter. That is not FIFO: a waiter may be
 // overtaken, and many may retry together after a window ends.
 func Wait(ctx context.Context, l Limiter, key string, limit Limit, n int64, maxWait time.Duration) (Result, error) {
-	if maxWait < 0 || maxWait > MaxWait {
-		return Result{}, fmt.Errorf("%w: %s is not in 0..%s", ErrInvalidWait, maxWait, MaxWait)
+	if err := validateWait(maxWait); err != nil {
+		return Result{}, err
 	}
 	start := time.Now()
 	if dl, ok := ctx.Deadline(); ok {
