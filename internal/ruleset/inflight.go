@@ -39,8 +39,8 @@ func validateHeld[R any](k *Kind, r Rule[R]) error {
 // retry, and the slots taken before it are released. A key function's
 // other error, its panic, or an empty key returns that rule and the error
 // (see KeyFailed). So does the store's error. On denial or error, release
-// does nothing. A key function's panic releases the slots taken before
-// it, and goes on.
+// does nothing. If the store panics, the slots taken before are released
+// and the panic goes on.
 func (s *Set[R]) Hold(ctx context.Context, sem redlimit.Semaphore, req R, route string) (release func(), rule *Rule[R], l redlimit.Lease, err error) {
 	var held []func()
 	ok := false
