@@ -26,7 +26,7 @@ local function entry(kd, x, keys, k0, v, out)
   elseif n > 0 then
     wait = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2] - now
   end
-  if n > 0 and ok == 1 then
+  if ok == 1 then
     -- The key lives as long as its last lease.
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] - now
     redis.call('PEXPIRE', key, ms(last))
