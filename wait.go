@@ -82,7 +82,9 @@ func validateWait(maxWait time.Duration) error {
 // A [TokenBucket] on a [Queuer] takes its place in line atomically
 // ([Queuer.Queue]). Waiters are admitted in the order they queued, spaced
 // at the rate. That holds across every process sharing the store. A waiter
-// whose ctx ends gives its place back ([Queuer.Unqueue]).
+// whose ctx ends gives its place back ([Queuer.Unqueue]). A ctx that ends
+// while Queue's call is in flight may lose the store's answer. Then the
+// place stays taken: the limit errs on the strict side.
 //
 // The window algorithms, and a token bucket on a Limiter that cannot
 // queue (resilient.Limiter), retry after each denial's RetryAfter, with up

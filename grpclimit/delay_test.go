@@ -193,14 +193,16 @@ func TestDelayDeadline(t *testing.T) {
 }
 
 // TestDelayCancelGivesBack: a call cancelled while it waits gives its turn
-// back: the next call is admitted at that turn, not one later.
+// back: the next call is admitted at that turn, not one later. Each call
+// is cancelled well after its turn is queued: a cancel during the store's
+// call may lose the reply with the turn taken (see redlimit.Wait).
 func TestDelayCancelGivesBack(t *testing.T) {
 	for name, lims := range delayStores(t) {
 		t.Run(name, func(t *testing.T) {
 			h, clients, start := takeFirstTurn(t, "cancel", lims)
 			for i, stream := range []bool{false, true} {
 				ctx, cancel := context.WithCancel(context.Background())
-				time.AfterFunc(100*time.Millisecond, cancel)
+				time.AfterFunc(300*time.Millisecond, cancel)
 				if err := callOnce(ctx, clients[i], stream); status.Code(err) != codes.Canceled {
 					t.Fatalf("stream %v: %v: want Canceled", stream, err)
 				}
