@@ -284,7 +284,9 @@ func TestNodeRegistry(t *testing.T) {
 	srv := redistest.Start(t)
 	s := redisStore(t, []string{srv.Addr()})
 	ctx := context.Background()
-	opts := redisstore.RegistryOptions{Interval: 50 * time.Millisecond}
+	// Beats 250 ms apart, live for 750 ms: a beat delayed 200 ms under
+	// -race on a busy machine drops no node (at 50 ms, it could).
+	opts := redisstore.RegistryOptions{Interval: 250 * time.Millisecond}
 	var regs []*redisstore.Registry
 	for range 3 {
 		r, err := s.Register(ctx, opts)
@@ -294,17 +296,17 @@ func TestNodeRegistry(t *testing.T) {
 		regs = append(regs, r)
 		defer r.Close()
 	}
-	if !waitFor(time.Second, func() bool { return regs[0].Nodes() == 3 }) {
+	if !waitFor(5*time.Second, func() bool { return regs[0].Nodes() == 3 }) {
 		t.Fatalf("nodes %d, want 3", regs[0].Nodes())
 	}
 	regs[2].Close()
-	if !waitFor(time.Second, func() bool { return regs[0].Nodes() == 2 }) {
+	if !waitFor(5*time.Second, func() bool { return regs[0].Nodes() == 2 }) {
 		t.Fatalf("after one left: nodes %d, want 2", regs[0].Nodes())
 	}
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(2 * opts.Interval) // beats that fail
 	if n := regs[0].Nodes(); n != 2 {
 		t.Errorf("with Redis down: nodes %d, want the last count 2", n)
 	}
