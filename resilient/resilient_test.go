@@ -422,8 +422,8 @@ func TestDenyCacheSizeIsATotal(t *testing.T) {
 func TestProbeIsJudgedByTheStoreTimeout(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, "--enable-debug-command", "yes")
-	// A store timeout far above the probe's 200 ms, so that a loaded
-	// machine cannot push the probe's answer past it.
+	// A store timeout far above the probe's 1s, so that a loaded machine
+	// cannot push the probe's answer past it.
 	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: 3 * time.Second, Breaker: resilient.BreakerOptions{CoolDown: 50 * time.Millisecond}})
 	lim := redlimit.PerHour(1000).SlidingWindow().OnFailure(redlimit.FailClosed)
 	short := func() (redlimit.Result, error) {
@@ -446,11 +446,12 @@ func TestProbeIsJudgedByTheStoreTimeout(t *testing.T) {
 		t.Fatalf("breaker %s, want open", s)
 	}
 	time.Sleep(100 * time.Millisecond) // the cool-down
-	// Redis answers the probe after 200 ms: past the caller's deadline,
-	// within the store's timeout.
+	// Redis answers the probe within 1s: past the caller's deadline,
+	// within the store's timeout. The probe comes 300 ms after the sleep
+	// is sent: a busy machine may take tens of ms to send it.
 	slept := make(chan error, 1)
-	go func() { _, err := srv.Do("DEBUG", "SLEEP", "0.2"); slept <- err }()
-	time.Sleep(20 * time.Millisecond)
+	go func() { _, err := srv.Do("DEBUG", "SLEEP", "1"); slept <- err }()
+	time.Sleep(300 * time.Millisecond)
 	if r, err := short(); err != nil || r.Source != redlimit.FromFailClosed {
 		t.Fatalf("the probe's caller: %+v, %v; want fail_closed's answer", r, err)
 	}
