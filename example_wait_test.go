@@ -9,7 +9,7 @@ import (
 	"github.com/redlimit/redlimit/memory"
 )
 
-// Workers sharing a vendor API that takes 10 calls a second wait their
+// Workers sharing a vendor API that takes 4 calls a second wait their
 // turns instead of being refused: each Wait takes the next instant of
 // the token bucket. On a redisstore.Store, every process queues in one
 // line.
@@ -20,7 +20,7 @@ func ExampleWait() {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	limit := redlimit.Per(10, time.Second).TokenBucket(1) // one call each 100ms
+	limit := redlimit.Per(4, time.Second).TokenBucket(1) // one call each 250ms
 
 	start := time.Now()
 	for i := range 3 {
@@ -28,11 +28,12 @@ func ExampleWait() {
 		if err != nil {
 			panic(err)
 		}
-		waited := time.Since(start) >= time.Duration(i)*100*time.Millisecond
+		waited := time.Since(start) >= time.Duration(i)*250*time.Millisecond
 		fmt.Printf("call %d: allowed %v, at its turn %v\n", i, res.Allowed, waited)
 	}
 
-	// A call that would wait longer than it may is refused at once.
+	// A call that would wait longer than it may is refused at once. Its
+	// turn is 250ms away: a busy machine's pause does not bring it.
 	res, err := redlimit.Wait(ctx, store, "vendor-api", limit, 1, 10*time.Millisecond)
 	if err != nil {
 		panic(err)

@@ -15,6 +15,11 @@ import (
 	"github.com/redlimit/redlimit/grpclimit"
 )
 
+// inFlightTTL is the TTL of TestInFlight's leases. Renewals come every
+// third of it: they hold with ticks up to 1.3s late (600ms was seen under
+// -race on a busy machine).
+const inFlightTTL = 2 * time.Second
+
 // slowHealth counts the handlers running at once; Check sleeps past the
 // lease's TTL, Watch runs until its client goes.
 type slowHealth struct {
@@ -31,7 +36,7 @@ func (h *slowHealth) enter() {
 func (h *slowHealth) Check(ctx context.Context, r *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	h.enter()
 	defer h.in.Add(-1)
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(inFlightTTL + 100*time.Millisecond)
 	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 }
 
@@ -63,21 +68,20 @@ func TestInFlight(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			const n = 3
-			// Renewals every TTL/3 hold with ticks up to 600ms late (-race
-			// on a busy machine); Check sleeps past the TTL.
-			c := redlimit.InFlight(n, time.Second)
+			c := redlimit.InFlight(n, inFlightTTL) // Check sleeps past it
 			h := &slowHealth{}
 			clients := serveSlow(t, h, 4, func() *grpclimit.Interceptor {
 				return mustNew(t, st.lim, grpclimit.Options{}, grpclimit.Rule{Name: "jobs", InFlight: c, Key: grpclimit.Static("t1")})
 			})
-			ctx := ctxTimeout(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
 			var served, denied atomic.Int64
 			var wg sync.WaitGroup
 			for i := range 16 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for range 4 {
+					for range 2 {
 						_, err := clients[i%4].Check(ctx, &healthpb.HealthCheckRequest{})
 						switch status.Code(err) {
 						case codes.OK:
@@ -111,7 +115,7 @@ func TestInFlight(t *testing.T) {
 					t.Fatalf("stream %d: %v", i, err)
 				}
 			}
-			time.Sleep(3 * c.TTL)
+			time.Sleep(2 * c.TTL)
 			if _, err := clients[3].Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.ResourceExhausted {
 				t.Fatalf("with every slot held by streams: %v", err)
 			}

@@ -72,7 +72,9 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := time.Now()
+	hostLate := lateness()
 	time.Sleep(6 * time.Second)
+	late := hostLate()
 	charged, unconfirmed := waitReconciled(t, nodes)
 	time.Sleep(200 * time.Millisecond)
 	all := stop()
@@ -207,7 +209,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	during := between(all, killed, killed.Add(failover))
 	report(t, "cluster", "| %d | %d | %s | %s | %d | %d | %d | %d / %d | %d |",
 		len(all), len(during), failover.Round(10*time.Millisecond), p99(during).Round(time.Microsecond), excessEnd, excessVictimEnd, excess, charged, unconfirmed, errs)
-	if p := p99(during); p > faultP99 {
-		t.Errorf("p99 latency during the failover %s, want at most %s", p, faultP99)
+	if p := p99(during); p > faultP99+late {
+		t.Errorf("p99 latency during the failover %s, want at most %s and the host's p99 lateness %s", p, faultP99, late)
 	}
 }

@@ -103,6 +103,32 @@ func between(all []sample, from, to time.Time) []sample {
 	return out
 }
 
+// lateness measures how late a goroutine of this process wakes from a
+// short sleep, until stop is called; stop returns the 99th percentile. A
+// host starved of CPU delays every goroutine that much, whatever the
+// limiter does: the latency bounds add it.
+func lateness() (stop func() time.Duration) {
+	const nap = time.Millisecond
+	done := make(chan struct{})
+	p99 := make(chan time.Duration, 1)
+	go func() {
+		var late []time.Duration
+		for {
+			select {
+			case <-done:
+				slices.Sort(late)
+				p99 <- late[len(late)*99/100]
+				return
+			default:
+			}
+			start := time.Now()
+			time.Sleep(nap)
+			late = append(late, time.Since(start)-nap)
+		}
+	}()
+	return func() time.Duration { close(done); return <-p99 }
+}
+
 // p99 returns the 99th percentile latency of the samples.
 func p99(ss []sample) time.Duration {
 	if len(ss) == 0 {

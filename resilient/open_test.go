@@ -59,7 +59,9 @@ func TestOpenSharesInOutage(t *testing.T) {
 		t.Fatalf("registry holds %q nodes (%v), want 2", n, err)
 	}
 	// The first node counts the second at its next heartbeat (1 s apart).
-	time.Sleep(2500 * time.Millisecond)
+	if !waitFor(10*time.Second, func() bool { return resilient.NodesOf(ls[0]) == 2 && resilient.NodesOf(ls[1]) == 2 }) {
+		t.Fatalf("nodes counted %d and %d, want 2", resilient.NodesOf(ls[0]), resilient.NodesOf(ls[1]))
+	}
 
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)

@@ -255,13 +255,23 @@ func TestReconcileHoldsDecisionsWhileCharging(t *testing.T) {
 		t.Fatal("no charge of k was sent")
 	}
 	// A caller whose deadline comes before the charge ends is answered
-	// by the local fallback (whose share is spent) within its deadline.
-	start := time.Now()
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	r, err := l.Allow(sctx, "k", lim)
-	cancel()
-	if took := time.Since(start); err != nil || r.Allowed || r.Source != redlimit.FromLocal || took > 500*time.Millisecond {
-		t.Errorf("a caller with a 20 ms deadline while k's charge is sent: %+v, %v after %s; want the local denial", r, err, took)
+	// by the local fallback (whose share is spent) within its deadline,
+	// not the store's 1s timeout. A busy machine may stall one call: the
+	// fastest of 3 shows it.
+	fastest := time.Hour
+	for range 3 {
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		r, err := l.Allow(sctx, "k", lim)
+		cancel()
+		took := time.Since(start)
+		if err != nil || r.Allowed || r.Source != redlimit.FromLocal {
+			t.Errorf("a caller with a 20 ms deadline while k's charge is sent: %+v, %v after %s; want the local denial", r, err, took)
+		}
+		fastest = min(fastest, took)
+	}
+	if fastest > 500*time.Millisecond {
+		t.Errorf("callers with a 20 ms deadline while k's charge is sent: the fastest answered after %s", fastest)
 	}
 	// Its wait said nothing of the store (FailureThreshold is 1).
 	if s := l.BreakerState(); s != "closed" {

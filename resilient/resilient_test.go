@@ -171,14 +171,15 @@ func TestBreakerClosesWhenRedisReturns(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	// faultRecovery is the fault tests' bound: longer under -race.
 	back := time.Now()
-	ok := waitFor(3*time.Second, func() bool {
+	ok := waitFor(faultRecovery+2*time.Second, func() bool {
 		r, err := l.AllowN(ctx, "k", lim, 1)
 		return err == nil && r.Source == redlimit.FromStore
 	})
 	took := time.Since(back)
-	if !ok || took > time.Second {
-		t.Errorf("decisions back on Redis after %s (ok=%v), want within 1s", took, ok)
+	if !ok || took > faultRecovery {
+		t.Errorf("decisions back on Redis after %s (ok=%v), want within %s", took, ok, faultRecovery)
 	}
 	if l.BreakerState() != "closed" {
 		t.Errorf("breaker %s, want closed", l.BreakerState())
@@ -201,28 +202,36 @@ func TestDeadlineWhenRedisHangs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Resume()
-	for range 5 {
-		start := time.Now()
-		r, err := l.AllowN(ctx, "k", lim, 1)
-		took := time.Since(start)
-		if err != nil || r.Source != redlimit.FromLocal {
-			t.Fatalf("%+v, %v", r, err)
+	// A stalled machine may delay any one call: the fastest of several
+	// shows the deadline, and none may wait for Redis. The fault tests
+	// measure the precise bound (docs/RELIABILITY.md).
+	fastest := func(calls int, deadline time.Duration, call func() (redlimit.Result, error)) time.Duration {
+		t.Helper()
+		best := time.Hour
+		for range calls {
+			start := time.Now()
+			r, err := call()
+			took := time.Since(start)
+			if err != nil || r.Source != redlimit.FromLocal {
+				t.Fatalf("%s deadline: %+v, %v, want the local fallback's answer", deadline, r, err)
+			}
+			if took > time.Second {
+				t.Errorf("a decision took %s with a %s deadline", took, deadline)
+			}
+			best = min(best, took)
 		}
-		// A margin for a busy 2-core machine running -race: the deadline
-		// itself is 30 ms (docs/RELIABILITY.md has the measured figures).
-		if took > 30*time.Millisecond+120*time.Millisecond {
-			t.Errorf("a decision took %s with a 30ms deadline", took)
-		}
+		return best
+	}
+	if took := fastest(5, 30*time.Millisecond, func() (redlimit.Result, error) { return l.AllowN(ctx, "k", lim, 1) }); took > 30*time.Millisecond+120*time.Millisecond {
+		t.Errorf("the fastest of 5 decisions took %s with a 30ms deadline", took)
 	}
 	// The caller's earlier deadline wins: the policy answers before it.
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if r, err := l.AllowN(cctx, "k", lim, 1); err != nil || r.Source != redlimit.FromLocal {
-		t.Errorf("caller deadline: %+v, %v, want the local fallback's answer", r, err)
-	}
-	if took := time.Since(start); took > 5*time.Millisecond+50*time.Millisecond {
-		t.Errorf("a decision took %s with a 5ms caller deadline", took)
+	if took := fastest(3, 5*time.Millisecond, func() (redlimit.Result, error) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+		defer cancel()
+		return l.AllowN(cctx, "k", lim, 1)
+	}); took > 5*time.Millisecond+50*time.Millisecond {
+		t.Errorf("the fastest of 3 decisions took %s with a 5ms caller deadline", took)
 	}
 	// A caller that went away gets its context's error.
 	gone, cancelGone := context.WithCancel(ctx)
@@ -275,7 +284,9 @@ func TestNodeRegistry(t *testing.T) {
 	srv := redistest.Start(t)
 	s := redisStore(t, []string{srv.Addr()})
 	ctx := context.Background()
-	opts := redisstore.RegistryOptions{Interval: 50 * time.Millisecond}
+	// Beats 250 ms apart, live for 750 ms: a beat delayed 200 ms under
+	// -race on a busy machine drops no node (at 50 ms, it could).
+	opts := redisstore.RegistryOptions{Interval: 250 * time.Millisecond}
 	var regs []*redisstore.Registry
 	for range 3 {
 		r, err := s.Register(ctx, opts)
@@ -285,17 +296,17 @@ func TestNodeRegistry(t *testing.T) {
 		regs = append(regs, r)
 		defer r.Close()
 	}
-	if !waitFor(time.Second, func() bool { return regs[0].Nodes() == 3 }) {
+	if !waitFor(5*time.Second, func() bool { return regs[0].Nodes() == 3 }) {
 		t.Fatalf("nodes %d, want 3", regs[0].Nodes())
 	}
 	regs[2].Close()
-	if !waitFor(time.Second, func() bool { return regs[0].Nodes() == 2 }) {
+	if !waitFor(5*time.Second, func() bool { return regs[0].Nodes() == 2 }) {
 		t.Fatalf("after one left: nodes %d, want 2", regs[0].Nodes())
 	}
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(2 * opts.Interval) // beats that fail
 	if n := regs[0].Nodes(); n != 2 {
 		t.Errorf("with Redis down: nodes %d, want the last count 2", n)
 	}
@@ -411,8 +422,8 @@ func TestDenyCacheSizeIsATotal(t *testing.T) {
 func TestProbeIsJudgedByTheStoreTimeout(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, "--enable-debug-command", "yes")
-	// A store timeout far above the probe's 200 ms, so that a loaded
-	// machine cannot push the probe's answer past it.
+	// A store timeout far above the probe's 1s, so that a loaded machine
+	// cannot push the probe's answer past it.
 	l := newLimiter(t, redisStore(t, []string{srv.Addr()}), resilient.Options{Timeout: 3 * time.Second, Breaker: resilient.BreakerOptions{CoolDown: 50 * time.Millisecond}})
 	lim := redlimit.PerHour(1000).SlidingWindow().OnFailure(redlimit.FailClosed)
 	short := func() (redlimit.Result, error) {
@@ -435,11 +446,12 @@ func TestProbeIsJudgedByTheStoreTimeout(t *testing.T) {
 		t.Fatalf("breaker %s, want open", s)
 	}
 	time.Sleep(100 * time.Millisecond) // the cool-down
-	// Redis answers the probe after 200 ms: past the caller's deadline,
-	// within the store's timeout.
+	// Redis answers the probe within 1s: past the caller's deadline,
+	// within the store's timeout. The probe comes 300 ms after the sleep
+	// is sent: a busy machine may take tens of ms to send it.
 	slept := make(chan error, 1)
-	go func() { _, err := srv.Do("DEBUG", "SLEEP", "0.2"); slept <- err }()
-	time.Sleep(20 * time.Millisecond)
+	go func() { _, err := srv.Do("DEBUG", "SLEEP", "1"); slept <- err }()
+	time.Sleep(300 * time.Millisecond)
 	if r, err := short(); err != nil || r.Source != redlimit.FromFailClosed {
 		t.Fatalf("the probe's caller: %+v, %v; want fail_closed's answer", r, err)
 	}
@@ -543,13 +555,32 @@ func TestFallbackForgetsWhatHasDrained(t *testing.T) {
 	// (on a busy machine they took longer than what was left of one, and
 	// the next window admitted a share again).
 	time.Sleep(lim.Period - time.Duration(time.Now().UnixNano()%int64(lim.Period)) + 5*time.Millisecond)
-	admitted := 0
+	// A stalled machine may still cross into the next window: each
+	// window that saw calls admits its share, or every call if fewer.
+	type window struct{ calls, admitted int }
+	windows := map[int64]*window{}
 	for range 10 {
-		if r, _ := l.Allow(ctx, "k", lim); r.Allowed {
-			admitted++
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil || r.Source != redlimit.FromLocal {
+			t.Fatalf("after the window: %+v, %v; want the local fallback's answer", r, err)
+		}
+		// Windows are aligned to the Unix epoch; the deciding window
+		// ends ResetAfter from now.
+		end := time.Now().Add(r.ResetAfter).UnixNano()
+		i := (end + int64(lim.Period)/2) / int64(lim.Period)
+		w := windows[i]
+		if w == nil {
+			w = &window{}
+			windows[i] = w
+		}
+		w.calls++
+		if r.Allowed {
+			w.admitted++
 		}
 	}
-	if admitted != 5 {
-		t.Errorf("after the window: the local fallback admitted %d, want the share 5", admitted)
+	for i, w := range windows {
+		if want := min(w.calls, 5); w.admitted != want {
+			t.Errorf("after the window: the local fallback admitted %d of %d calls in window %d, want %d of the share 5", w.admitted, w.calls, i, want)
+		}
 	}
 }

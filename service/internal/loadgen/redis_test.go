@@ -85,10 +85,10 @@ func TestMainRedis(t *testing.T) {
 	if res.Target != "redis "+url || res.Limit != "10/1s fixed_window" || res.Errors != 0 {
 		t.Errorf("target %q, limit %q, errors %d (%s)", res.Target, res.Limit, res.Errors, res.FirstError)
 	}
-	// Three keys, two windows at most in 200ms: at most 60 (the preflight
-	// had a key of its own).
-	if res.Allowed > 60 || res.Allowed == 0 {
-		t.Errorf("allowed %d, want 1..60", res.Allowed)
+	// Three keys (the preflight had a key of its own), in the windows the
+	// run touched: two in 200ms, more if a busy machine stretched it.
+	if bound := 3 * maxAllowed(redlimit.Per(10, time.Second).FixedWindow(), res.Elapsed+time.Millisecond); res.Allowed > bound || res.Allowed == 0 {
+		t.Errorf("allowed %d in %v, want 1..%d", res.Allowed, res.Elapsed, bound)
 	}
 	if !strings.Contains(stdout.String(), "10/1s fixed_window") {
 		t.Errorf("summary:\n%s", stdout.String())

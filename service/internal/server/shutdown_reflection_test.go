@@ -19,9 +19,11 @@ import (
 // reading the stream, does not outlive the server.
 func TestShutdownNotHeldByReflection(t *testing.T) {
 	t.Parallel()
+	// Long: a slow shutdown on a busy machine is told from one held to it.
+	const shutdownTimeout = 10 * time.Second
 	for _, version := range []string{"v1", "v1alpha"} {
 		t.Run(version, func(t *testing.T) {
-			r := start(t, Options{ShutdownTimeout: 3 * time.Second})
+			r := start(t, Options{ShutdownTimeout: shutdownTimeout})
 			ctx, cancelStream := context.WithCancel(context.Background())
 			defer cancelStream()
 			var recv func() error
@@ -54,12 +56,12 @@ func TestShutdownNotHeldByReflection(t *testing.T) {
 			select {
 			case err = <-r.done:
 				r.done <- err
-			case <-time.After(10 * time.Second):
+			case <-time.After(3 * shutdownTimeout):
 				t.Fatal("Run did not return")
 			}
 			took := time.Since(begin)
-			if took > time.Second || strings.Contains(r.logs.String(), "cut off") {
-				t.Fatalf("shutdown took %v with a reflection stream open (shutdown timeout 3s); logs:\n%s", took, r.logs.String())
+			if took > shutdownTimeout/2 || strings.Contains(r.logs.String(), "cut off") {
+				t.Fatalf("shutdown took %v with a reflection stream open (shutdown timeout %v); logs:\n%s", took, shutdownTimeout, r.logs.String())
 			}
 			if err := recv(); err == nil {
 				t.Fatal("the reflection stream goes on after the shutdown")

@@ -17,7 +17,9 @@ import (
 // docs/OPERATIONS.md).
 func TestShutdownNotHeldByHealthWatch(t *testing.T) {
 	t.Parallel()
-	r := start(t, Options{ShutdownTimeout: 3 * time.Second})
+	// Long: a slow shutdown on a busy machine is told from one held to it.
+	const shutdownTimeout = 10 * time.Second
+	r := start(t, Options{ShutdownTimeout: shutdownTimeout})
 	stream, err := healthpb.NewHealthClient(r.conn).Watch(context.Background(), &healthpb.HealthCheckRequest{Service: rlsService})
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +33,11 @@ func TestShutdownNotHeldByHealthWatch(t *testing.T) {
 	select {
 	case err2 = <-r.done:
 		r.done <- err2
-	case <-time.After(10 * time.Second):
+	case <-time.After(3 * shutdownTimeout):
 		t.Fatal("Run did not return")
 	}
 	took := time.Since(begin)
-	if took > time.Second || strings.Contains(r.logs.String(), "cut off") {
-		t.Fatalf("shutdown took %v with a health Watch open (shutdown timeout 3s); logs:\n%s", took, r.logs.String())
+	if took > shutdownTimeout/2 || strings.Contains(r.logs.String(), "cut off") {
+		t.Fatalf("shutdown took %v with a health Watch open (shutdown timeout %v); logs:\n%s", took, shutdownTimeout, r.logs.String())
 	}
 }
