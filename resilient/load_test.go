@@ -116,6 +116,10 @@ func lateness() (stop func() time.Duration) {
 		for {
 			select {
 			case <-done:
+				if len(late) == 0 {
+					p99 <- 0
+					return
+				}
 				slices.Sort(late)
 				p99 <- late[len(late)*99/100]
 				return
