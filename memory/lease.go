@@ -13,7 +13,8 @@ import (
 var _ redlimit.Semaphore = (*Store)(nil)
 
 // leases holds the leases of every key. A key's expired leases go at its
-// next call; all of them, when the store is full.
+// next call; all of them, when the store is full, and at each Sweep.
+// Their estimated bytes count in the store's (WithMaxBytes).
 type leases struct {
 	mu   sync.Mutex
 	keys map[string]*leaseSet
@@ -58,24 +59,28 @@ func (s *leaseSet) set(id string, exp int64) {
 	heap.Push(s, l)
 }
 
-// remove deletes lease id, which s holds.
-func (s *leaseSet) remove(id string) {
+// remove deletes lease id, which s holds, and returns its size.
+func (s *leaseSet) remove(id string) int64 {
 	heap.Remove(s, s.byID[id].i)
 	delete(s.byID, id)
+	return leaseSize(id)
 }
 
-// trim deletes the leases that expired by now, and returns how many.
-func (s *leaseSet) trim(now int64) (n int64) {
+// trim deletes the leases that expired by now. It returns how many, and
+// their size.
+func (s *leaseSet) trim(now int64) (n, bytes int64) {
 	for len(s.heap) > 0 && s.heap[0].exp <= now {
-		delete(s.byID, heap.Pop(s).(*lease).id)
-		n++
+		id := heap.Pop(s).(*lease).id
+		delete(s.byID, id)
+		n, bytes = n+1, bytes+leaseSize(id)
 	}
-	return n
+	return n, bytes
 }
 
 // Acquire takes a slot of c on key for lease id, living c.TTL: what
 // redisstore's Acquire answers. The store holds at most its WithMaxKeys
-// bound of leases; past it, Acquire of a new lease fails with ErrFull.
+// bound of leases. Their keys and ids count in its WithMaxBytes bound.
+// Past either, Acquire of a new lease fails with ErrFull.
 func (s *Store) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return s.lease(ctx, 'a', key, c, id)
 }
@@ -118,7 +123,8 @@ func (s *Store) Leases(ctx context.Context) ([]HeldLease, error) {
 }
 
 // lease decides op ('a' acquire, 'r' renew, 'x' release) as
-// redisstore/lua/lease.lua does.
+// redisstore/lua/lease.lua does. A new lease claims its room first. A
+// store without room evicts idle states, with the leases' lock released.
 func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	if err := redlimit.ValidateLease(key, c, id); err != nil {
 		return redlimit.Lease{}, fmt.Errorf("memory: %w", err)
@@ -126,31 +132,50 @@ func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concu
 	if err := s.usable(ctx); err != nil {
 		return redlimit.Lease{}, err
 	}
-	now := s.micros()
+	for final := false; ; final = true {
+		now := s.micros()
+		res, need, err := s.leaseLocked(op, key, c, id, now, final)
+		if need == 0 || final {
+			return res, err
+		}
+		s.evict(now, room{bytes: need})
+	}
+}
+
+// leaseLocked is lease under the leases' lock, at now. When a new lease
+// finds no room and final is false, it returns the bytes it needs, and
+// decides nothing.
+func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id string, now int64, final bool) (redlimit.Lease, int64, error) {
 	t := &s.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// A key's set is in the map, its bytes counted, while it holds a lease.
 	set := t.keys[key]
 	if set == nil {
 		set = &leaseSet{}
+	} else if s.trimLeases(set, now); set.Len() == 0 {
+		s.dropLeaseKey(key)
 	}
-	t.n -= set.trim(now)
 	_, held := set.byID[id]
 	n := int64(set.Len())
 	var res redlimit.Lease
 	switch {
 	case op == 'x':
 		if held {
-			set.remove(id)
+			s.bytes.Add(-set.remove(id))
 			t.n--
 		}
 	case held || op == 'a' && n < c.Slots:
 		if !held {
-			if t.n >= s.max {
-				t.trimAll(now)
+			need := leaseSize(id)
+			if n == 0 {
+				need += leaseKeySize(key)
 			}
-			if t.n >= s.max {
-				return redlimit.Lease{}, fmt.Errorf("memory: acquire: %w", ErrFull)
+			if !s.claimLease(need, now) {
+				if !final {
+					return res, need, nil
+				}
+				return res, 0, fmt.Errorf("memory: acquire: %w", ErrFull)
 			}
 			if set.byID == nil {
 				set.byID = make(map[string]*lease)
@@ -167,18 +192,49 @@ func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concu
 		res.RetryAfter = us(set.heap[0].exp - now)
 	}
 	res.InFlight = int64(set.Len())
-	if set.Len() == 0 {
-		delete(t.keys, key)
+	if set.Len() == 0 && held {
+		s.dropLeaseKey(key)
 	}
-	return res, nil
+	return res, 0, nil
 }
 
-// trimAll trims every key, and drops those left empty.
-func (t *leases) trimAll(now int64) {
+// claimLease takes a new lease's room, need bytes, from the store's
+// bounds: the leases' count and the bytes. A full store first trims every
+// key's leases expired at now. The leases' lock is held.
+func (s *Store) claimLease(need, now int64) bool {
+	t := &s.leases
+	for trimmed := false; ; trimmed = true {
+		if t.n < s.max && take(&s.bytes, need, s.maxBytes) {
+			return true
+		}
+		if trimmed {
+			return false
+		}
+		s.trimAllLeases(now)
+	}
+}
+
+// trimLeases trims set's expired leases, whose lock is held.
+func (s *Store) trimLeases(set *leaseSet, now int64) {
+	n, bytes := set.trim(now)
+	s.leases.n -= n
+	s.bytes.Add(-bytes)
+}
+
+// trimAllLeases trims every key's expired leases, and drops the keys
+// left empty. The leases' lock is held.
+func (s *Store) trimAllLeases(now int64) {
+	t := &s.leases
 	for k, set := range t.keys {
-		t.n -= set.trim(now)
-		if set.Len() == 0 {
-			delete(t.keys, k)
+		if s.trimLeases(set, now); set.Len() == 0 {
+			s.dropLeaseKey(k)
 		}
 	}
+}
+
+// dropLeaseKey removes key's set, left empty, from the map. The leases'
+// lock is held.
+func (s *Store) dropLeaseKey(key string) {
+	delete(s.leases.keys, key)
+	s.bytes.Add(-leaseKeySize(key))
 }

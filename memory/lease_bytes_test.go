@@ -64,3 +64,39 @@ func TestLeaseBytesBound(t *testing.T) {
 		t.Fatalf("after the others expired: %+v, %v", l, err)
 	}
 }
+
+// TestLeaseSizeEstimate: what WithMaxBytes counts for leases is what the
+// heap grows by: one lease on each of many keys, and many on one key.
+func TestLeaseSizeEstimate(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name       string
+		keys, each int
+	}{
+		{"a_lease_a_key", 20_000, 1},
+		{"leases_on_one_key", 1, 20_000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, memory.WithSweepInterval(0))
+			c := redlimit.InFlight(redlimit.MaxSlots, time.Hour)
+			before := heapInUse()
+			for i := range tc.keys {
+				k := fmt.Sprintf("key:%012d", i) // 16 bytes, kept by the store
+				for range tc.each {
+					// 32 bytes, kept by the store too.
+					if l, err := s.Acquire(ctx, k, c, redlimit.NewLeaseID()); err != nil || !l.Held {
+						t.Fatalf("%+v, %v", l, err)
+					}
+				}
+			}
+			grown := float64(heapInUse() - before)
+			est := float64(s.Stats().Bytes)
+			n := float64(tc.keys * tc.each)
+			t.Logf("%d leases: heap +%.0f bytes (%.1f a lease), estimate %.0f (%.1f a lease)", int(n), grown, grown/n, est, est/n)
+			if est < 0.85*grown || est > 1.15*grown {
+				t.Errorf("estimate %.0f bytes, the heap grew by %.0f", est, grown)
+			}
+		})
+	}
+}
