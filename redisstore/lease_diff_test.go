@@ -16,9 +16,12 @@ import (
 
 // TestLeaseDifferential applies random sequences of acquires, renews and
 // releases (a lease held by another id, released twice, renewed after
-// its expiry; limits at their bounds and changed between calls; the
-// clock going back) to the memory store and to Redis with explicit time:
-// every answer must be the same.
+// its expiry; limits at their bounds and changed between calls, slots
+// lowered under held leases; the clock going back) to the memory store
+// and to Redis with explicit time: every answer must be the same, and
+// leaseModel's. A new lease never takes a key beyond its slots. The keys
+// are rate limited too, between the lease calls: neither use disturbs
+// the other.
 func TestLeaseDifferential(t *testing.T) {
 	limits := []redlimit.Concurrency{
 		redlimit.InFlight(1, redlimit.MinLeaseTTL),
@@ -27,7 +30,9 @@ func TestLeaseDifferential(t *testing.T) {
 		redlimit.InFlight(redlimit.MaxSlots, redlimit.MaxLeaseTTL),
 	}
 	const guard = 100 * time.Millisecond
-	keys := []string{"a", "{b}", "c:\n"}
+	// The last is longer than a hash tag keeps (Redis hashes it).
+	keys := []string{"a", "{b}", "c:\n", strings.Repeat("{d}", 1000)}
+	rate := redlimit.Per(3, time.Second).FixedWindow()
 	ids := []string{"x", "y", "z", "\x00", "{a}", strings.Repeat("é", redlimit.MaxLeaseIDLen/2)}
 	for i := range 10 {
 		ids = append(ids, fmt.Sprint(i)) // many leases on a key at once
@@ -50,6 +55,7 @@ func TestLeaseDifferential(t *testing.T) {
 				t.Helper()
 				t.Fatalf("seed %d: %s\nlast operations:\n%s", seed, fmt.Sprintf(format, args...), strings.Join(history[max(0, len(history)-25):], "\n"))
 			}
+			model := leaseModel{}
 			var held, denied int
 			for range 1500 {
 				// Redis expires a lease key by its own clock: each call is
@@ -61,10 +67,18 @@ func TestLeaseDifferential(t *testing.T) {
 				c := limits[rng.IntN(len(limits))]
 				key := keys[rng.IntN(len(keys))]
 				id := ids[rng.IntN(len(ids))]
-				op := []string{"acquire", "acquire", "renew", "release"}[rng.IntN(4)]
+				op := []string{"acquire", "acquire", "renew", "release", "allow"}[rng.IntN(5)]
 				var ml, rl redlimit.Lease
 				var merr, rerr error
 				switch op {
+				case "allow":
+					mr, merr := mem.AllowN(ctx, key, rate, 1)
+					rr, rerr := rs.AllowN(ctx, key, rate, 1)
+					history = append(history, fmt.Sprintf("%s allow %q: %+v", clock.Now().Format(time.StampMicro), key, mr))
+					if merr != nil || rerr != nil || mr != rr {
+						fatalf("allow: memory %+v, %v; redis %+v, %v", mr, merr, rr, rerr)
+					}
+					continue
 				case "acquire":
 					ml, merr = mem.Acquire(ctx, key, c, id)
 					rl, rerr = rs.Acquire(ctx, key, c, id)
@@ -79,6 +93,13 @@ func TestLeaseDifferential(t *testing.T) {
 				if merr != nil || rerr != nil || ml != rl {
 					fatalf("%s: memory %+v, %v; redis %+v, %v", op, ml, merr, rl, rerr)
 				}
+				isNew := !model.holds(key, id, clock.Now())
+				if want := model.do(op, key, c, id, clock.Now()); op != "release" && ml != want {
+					fatalf("%s: the stores %+v, the model %+v", op, ml, want)
+				}
+				if op == "acquire" && isNew && ml.Held && ml.InFlight > c.Slots {
+					fatalf("a new lease took the key to %d in flight, %d slots", ml.InFlight, c.Slots)
+				}
 				if ml.Held {
 					held++
 				} else if op == "acquire" {
@@ -90,4 +111,48 @@ func TestLeaseDifferential(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leaseModel is the leases of redlimit.Semaphore from its definition:
+// each key's lease ids with their expiry. A call trims its key's leases
+// that expired by now, as the stores document; a clock that went back
+// does not bring them back.
+type leaseModel map[string]map[string]time.Time
+
+// holds reports whether key holds lease id at now.
+func (m leaseModel) holds(key, id string, now time.Time) bool {
+	exp, ok := m[key][id]
+	return ok && exp.After(now)
+}
+
+// do runs op ("acquire", "renew" or "release") at now and returns its
+// answer.
+func (m leaseModel) do(op, key string, c redlimit.Concurrency, id string, now time.Time) redlimit.Lease {
+	ls := m[key]
+	if ls == nil {
+		ls = map[string]time.Time{}
+		m[key] = ls
+	}
+	for i, exp := range ls {
+		if !exp.After(now) {
+			delete(ls, i)
+		}
+	}
+	_, held := ls[id]
+	var l redlimit.Lease
+	switch {
+	case op == "release":
+		delete(ls, id)
+	case held || op == "acquire" && int64(len(ls)) < c.Slots:
+		ls[id] = now.Add(c.TTL)
+		l.Held = true
+	default:
+		for _, exp := range ls {
+			if l.RetryAfter == 0 || exp.Sub(now) < l.RetryAfter {
+				l.RetryAfter = exp.Sub(now)
+			}
+		}
+	}
+	l.InFlight = int64(len(ls))
+	return l
 }
