@@ -68,8 +68,9 @@ type slot struct {
 	dead  bool   // removed from the map: lockers must look the key up again
 }
 
-// find returns the entry for (alg, period), or nil.
+// find returns the entry for (alg, period, cal), or nil.
 func (sl *slot) find(alg redlimit.Algorithm, period time.Duration, cal redlimit.Calendar) *entry {
+	cal = cal.Canonical()
 	for e := sl.head; e != nil; e = e.next {
 		if e.p.alg == alg && us(e.p.window) == period && e.p.cal == cal {
 			return e
