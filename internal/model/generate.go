@@ -76,9 +76,9 @@ var (
 const maxPeriodMicros = int64(redlimit.MaxPeriod / time.Microsecond)
 
 // calendarZones are the zones of generated calendar limits: UTC, DST
-// changes both ways, a 30-minute DST change, and a midnight that a DST
-// change skips.
-var calendarZones = []string{"", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Antarctica/Troll"}
+// changes both ways, a 30-minute DST change, a midnight that a DST
+// change skips, and UTC by its name (one state with "").
+var calendarZones = []string{"", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Antarctica/Troll", "UTC"}
 
 // genLimit decodes a valid limit.
 func genLimit(s *source) redlimit.Limit {
