@@ -51,7 +51,7 @@
 // [DefaultMaxKeys]), and the leases apart. [WithMaxBytes] bounds their
 // estimated memory, keys, lease ids and sliding logs' buffers included
 // (default [DefaultMaxBytes]). [Store.Acquire] of a new lease past a
-// bound fails with [ErrFull]. A
+// bound is denied. A
 // decision claims the room it needs before it commits. So the store
 // never holds more than either bound, but for debits (below). A decision
 // may make a state, or grow a sliding log's buffer, beyond a bound. The

@@ -80,7 +80,9 @@ func (s *leaseSet) trim(now int64) (n, bytes int64) {
 // Acquire takes a slot of c on key for lease id, living c.TTL: what
 // redisstore's Acquire answers. The store holds at most its WithMaxKeys
 // bound of leases. Their keys and ids count in its WithMaxBytes bound.
-// Past either, Acquire of a new lease fails with ErrFull.
+// Past either, a new lease is denied, as a full store denies a new key's
+// request, and counted in [Stats].Refused. Its RetryAfter is when the
+// store's first lease expires, at least a millisecond.
 func (s *Store) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return s.lease(ctx, 'a', key, c, id)
 }
@@ -134,9 +136,9 @@ func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concu
 	}
 	for final := false; ; final = true {
 		now := s.micros()
-		res, need, err := s.leaseLocked(op, key, c, id, now, final)
+		res, need := s.leaseLocked(op, key, c, id, now, final)
 		if need == 0 || final {
-			return res, err
+			return res, nil
 		}
 		s.evict(now, room{bytes: need})
 	}
@@ -144,8 +146,8 @@ func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concu
 
 // leaseLocked is lease under the leases' lock, at now. When a new lease
 // finds no room and final is false, it returns the bytes it needs, and
-// decides nothing.
-func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id string, now int64, final bool) (redlimit.Lease, int64, error) {
+// decides nothing. When final is true, it refuses the lease.
+func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id string, now int64, final bool) (redlimit.Lease, int64) {
 	t := &s.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -171,11 +173,18 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 			if n == 0 {
 				need += leaseKeySize(key)
 			}
-			if !s.claimLease(need, now) {
+			if ok, soonest := s.claimLease(need, now); !ok {
 				if !final {
-					return res, need, nil
+					return res, need
 				}
-				return res, 0, fmt.Errorf("memory: acquire: %w", ErrFull)
+				// Denied, as a full store denies a new key's request:
+				// an error would let a caller serve it unlimited.
+				s.refused.Add(1)
+				res.InFlight, res.RetryAfter = n, redlimit.Never
+				if need <= s.maxBytes {
+					res.RetryAfter = us(max(soonest-now, int64(time.Millisecond/time.Microsecond)))
+				}
+				return res, 0
 			}
 			if set.byID == nil {
 				set.byID = make(map[string]*lease)
@@ -195,23 +204,20 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 	if set.Len() == 0 && held {
 		s.dropLeaseKey(key)
 	}
-	return res, 0, nil
+	return res, 0
 }
 
 // claimLease takes a new lease's room, need bytes, from the store's
 // bounds: the leases' count and the bytes. A full store first trims every
-// key's leases expired at now. The leases' lock is held.
-func (s *Store) claimLease(need, now int64) bool {
+// key's leases expired at now. The leases' lock is held. Without room, it
+// returns the soonest expiry of a lease, or 0 for none.
+func (s *Store) claimLease(need, now int64) (ok bool, soonest int64) {
 	t := &s.leases
-	for trimmed := false; ; trimmed = true {
-		if t.n < s.max && take(&s.bytes, need, s.maxBytes) {
-			return true
-		}
-		if trimmed {
-			return false
-		}
-		s.trimAllLeases(now)
+	if t.n < s.max && take(&s.bytes, need, s.maxBytes) {
+		return true, 0
 	}
+	soonest = s.trimAllLeases(now)
+	return t.n < s.max && take(&s.bytes, need, s.maxBytes), soonest
 }
 
 // trimLeases trims set's expired leases, whose lock is held.
@@ -222,14 +228,18 @@ func (s *Store) trimLeases(set *leaseSet, now int64) {
 }
 
 // trimAllLeases trims every key's expired leases, and drops the keys
-// left empty. The leases' lock is held.
-func (s *Store) trimAllLeases(now int64) {
+// left empty. The leases' lock is held. It returns the soonest expiry of
+// a lease left, or 0 for none.
+func (s *Store) trimAllLeases(now int64) (soonest int64) {
 	t := &s.leases
 	for k, set := range t.keys {
 		if s.trimLeases(set, now); set.Len() == 0 {
 			s.dropLeaseKey(k)
+		} else if exp := set.heap[0].exp; soonest == 0 || exp < soonest {
+			soonest = exp
 		}
 	}
+	return soonest
 }
 
 // dropLeaseKey removes key's set, left empty, from the map. The leases'

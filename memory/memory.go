@@ -208,9 +208,9 @@ type Stats struct {
 	// Bytes is their estimated memory, and the leases', as [WithMaxBytes]
 	// counts it.
 	Bytes int64
-	// Refused counts the decisions and checks (Peek) denied since [New]
-	// because the store had no room for a state they would have made or
-	// grown. A store that refuses is too small for its keys, or under a
+	// Refused counts the decisions, checks (Peek) and new leases denied
+	// since [New] because the store had no room for a state or lease they
+	// would have made or grown. A store that refuses is too small for its keys, or under a
 	// flood of new keys.
 	Refused uint64
 }
