@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/model"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/redlimittest"
@@ -19,7 +20,7 @@ import (
 // its expiry; limits at their bounds and changed between calls, slots
 // lowered under held leases; the clock going back) to the memory store
 // and to Redis with explicit time: every answer must be the same, and
-// leaseModel's. A new lease never takes a key beyond its slots. The keys
+// model.Leases'. A new lease never takes a key beyond its slots. The keys
 // are rate limited too, between the lease calls: neither use disturbs
 // the other.
 func TestLeaseDifferential(t *testing.T) {
@@ -55,7 +56,7 @@ func TestLeaseDifferential(t *testing.T) {
 				t.Helper()
 				t.Fatalf("seed %d: %s\nlast operations:\n%s", seed, fmt.Sprintf(format, args...), strings.Join(history[max(0, len(history)-25):], "\n"))
 			}
-			model := leaseModel{}
+			lm := model.Leases{}
 			var held, denied int
 			for range 1500 {
 				// Redis expires a lease key by its own clock: each call is
@@ -93,8 +94,8 @@ func TestLeaseDifferential(t *testing.T) {
 				if merr != nil || rerr != nil || ml != rl {
 					fatalf("%s: memory %+v, %v; redis %+v, %v", op, ml, merr, rl, rerr)
 				}
-				isNew := !model.holds(key, id, clock.Now())
-				if want := model.do(op, key, c, id, clock.Now()); op != "release" && ml != want {
+				isNew := !lm.Holds(key, id, clock.Now())
+				if want := lm.Do(op, key, c, id, clock.Now()); op != "release" && ml != want {
 					fatalf("%s: the stores %+v, the model %+v", op, ml, want)
 				}
 				if op == "acquire" && isNew && ml.Held && ml.InFlight > c.Slots {
@@ -111,48 +112,4 @@ func TestLeaseDifferential(t *testing.T) {
 			}
 		})
 	}
-}
-
-// leaseModel is the leases of redlimit.Semaphore from its definition:
-// each key's lease ids with their expiry. A call trims its key's leases
-// that expired by now, as the stores document; a clock that went back
-// does not bring them back.
-type leaseModel map[string]map[string]time.Time
-
-// holds reports whether key holds lease id at now.
-func (m leaseModel) holds(key, id string, now time.Time) bool {
-	exp, ok := m[key][id]
-	return ok && exp.After(now)
-}
-
-// do runs op ("acquire", "renew" or "release") at now and returns its
-// answer.
-func (m leaseModel) do(op, key string, c redlimit.Concurrency, id string, now time.Time) redlimit.Lease {
-	ls := m[key]
-	if ls == nil {
-		ls = map[string]time.Time{}
-		m[key] = ls
-	}
-	for i, exp := range ls {
-		if !exp.After(now) {
-			delete(ls, i)
-		}
-	}
-	_, held := ls[id]
-	var l redlimit.Lease
-	switch {
-	case op == "release":
-		delete(ls, id)
-	case held || op == "acquire" && int64(len(ls)) < c.Slots:
-		ls[id] = now.Add(c.TTL)
-		l.Held = true
-	default:
-		for _, exp := range ls {
-			if l.RetryAfter == 0 || exp.Sub(now) < l.RetryAfter {
-				l.RetryAfter = exp.Sub(now)
-			}
-		}
-	}
-	l.InFlight = int64(len(ls))
-	return l
 }
