@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,5 +99,58 @@ func TestLeaseSizeEstimate(t *testing.T) {
 				t.Errorf("estimate %.0f bytes, the heap grew by %.0f", est, grown)
 			}
 		})
+	}
+}
+
+// TestLeaseBytesConcurrent: 32 goroutines acquire and release leases on
+// long keys of a small store, with rate decisions between. The bytes never
+// pass the bound, no call fails, and all released and swept, the store
+// holds nothing.
+func TestLeaseBytesConcurrent(t *testing.T) {
+	const bound = 32 << 10
+	s := newStore(t, memory.WithMaxBytes(bound), memory.WithSweepInterval(0))
+	c := redlimit.InFlight(2, time.Minute)
+	rate := redlimit.Per(1000, time.Millisecond).FixedWindow()
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := range 100 {
+				key := fmt.Sprintf("%02d", (g+i)%40) + strings.Repeat("k", 2000)
+				id := fmt.Sprint(g)
+				l, err := s.Acquire(ctx, key, c, id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !l.Held {
+					refused.Add(1)
+				}
+				if b := s.Stats().Bytes; b > bound {
+					t.Errorf("%d bytes, bound %d", b, bound)
+					return
+				}
+				if _, err := s.AllowN(ctx, key, rate, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Release(ctx, key, c, id); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Error("no lease refused: the store was never full")
+	}
+	time.Sleep(5 * time.Millisecond) // the rate windows end
+	s.Sweep()
+	if b := s.Stats().Bytes; b != 0 {
+		t.Fatalf("all released and swept: %d bytes held (%d refused)", b, refused.Load())
 	}
 }
