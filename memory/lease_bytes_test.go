@@ -64,6 +64,10 @@ func TestLeaseBytesBound(t *testing.T) {
 	if l, err := s.Acquire(ctx, key(held), c, id); err != nil || !l.Held {
 		t.Fatalf("after the others expired: %+v, %v", l, err)
 	}
+	// A key longer than the bound never fits.
+	if l, err := s.Acquire(ctx, strings.Repeat("k", bound), c, id); err != nil || l.Held || l.RetryAfter != redlimit.Never {
+		t.Fatalf("a key longer than the bound: %+v, %v; want denied for ever", l, err)
+	}
 }
 
 // TestLeaseSizeEstimate: what WithMaxBytes counts for leases is what the
