@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -19,6 +20,9 @@ type leases struct {
 	mu   sync.Mutex
 	keys map[string]*leaseSet
 	n    int64 // leases held, in all keys
+	// trimAt is when the first lease may expire: a full store's flood of
+	// acquires trims all keys once per expiry, not once per call.
+	trimAt int64
 }
 
 // leaseSet is one key's leases: a min-heap by expiry (µs), with each
@@ -182,7 +186,10 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 				s.refused.Add(1)
 				res.InFlight, res.RetryAfter = n, redlimit.Never
 				if need <= s.maxBytes {
-					res.RetryAfter = us(max(soonest-now, int64(time.Millisecond/time.Microsecond)))
+					res.RetryAfter = time.Millisecond
+					if soonest != math.MaxInt64 {
+						res.RetryAfter = max(us(soonest-now), res.RetryAfter)
+					}
 				}
 				return res, 0
 			}
@@ -196,6 +203,7 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 			t.n++
 		}
 		set.set(id, now+c.TTL.Microseconds())
+		t.trimAt = min(t.trimAt, now+c.TTL.Microseconds())
 		res.Held = true
 	case n > 0:
 		res.RetryAfter = us(set.heap[0].exp - now)
@@ -210,14 +218,14 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 // claimLease takes a new lease's room, need bytes, from the store's
 // bounds: the leases' count and the bytes. A full store first trims every
 // key's leases expired at now. The leases' lock is held. Without room, it
-// returns the soonest expiry of a lease, or 0 for none.
+// returns when the first lease may expire (math.MaxInt64: none held).
 func (s *Store) claimLease(need, now int64) (ok bool, soonest int64) {
 	t := &s.leases
 	if t.n < s.max && take(&s.bytes, need, s.maxBytes) {
 		return true, 0
 	}
-	soonest = s.trimAllLeases(now)
-	return t.n < s.max && take(&s.bytes, need, s.maxBytes), soonest
+	s.trimAllLeases(now)
+	return t.n < s.max && take(&s.bytes, need, s.maxBytes), t.trimAt
 }
 
 // trimLeases trims set's expired leases, whose lock is held.
@@ -228,18 +236,21 @@ func (s *Store) trimLeases(set *leaseSet, now int64) {
 }
 
 // trimAllLeases trims every key's expired leases, and drops the keys
-// left empty. The leases' lock is held. It returns the soonest expiry of
-// a lease left, or 0 for none.
-func (s *Store) trimAllLeases(now int64) (soonest int64) {
+// left empty, unless no lease expired since the last time. The leases'
+// lock is held.
+func (s *Store) trimAllLeases(now int64) {
 	t := &s.leases
+	if now < t.trimAt {
+		return
+	}
+	t.trimAt = math.MaxInt64
 	for k, set := range t.keys {
 		if s.trimLeases(set, now); set.Len() == 0 {
 			s.dropLeaseKey(k)
-		} else if exp := set.heap[0].exp; soonest == 0 || exp < soonest {
-			soonest = exp
+		} else {
+			t.trimAt = min(t.trimAt, set.heap[0].exp)
 		}
 	}
-	return soonest
 }
 
 // dropLeaseKey removes key's set, left empty, from the map. The leases'
