@@ -67,6 +67,15 @@ type Calendar struct {
 	Zone string
 }
 
+// Canonical returns c as stores name its state: the zone "UTC" as "".
+// Both are UTC, so they share a state.
+func (c Calendar) Canonical() Calendar {
+	if c.Zone == "UTC" {
+		c.Zone = ""
+	}
+	return c
+}
+
 // IsZero reports whether c is no calendar.
 func (c Calendar) IsZero() bool { return c == Calendar{} }
 

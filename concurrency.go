@@ -27,7 +27,8 @@ const (
 
 // Concurrency is a limit on how many holders may be in flight at once:
 // at most Slots leases on a key. A lease lives TTL unless renewed, so a
-// holder that dies frees its slot within TTL.
+// holder that dies frees its slot within TTL. Lowering Slots keeps the
+// leases held: new ones wait until fewer than Slots remain.
 type Concurrency struct {
 	Slots int64
 	TTL   time.Duration

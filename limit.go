@@ -45,9 +45,10 @@ const (
 //	redlimit.PerMinute(100).SlidingLog()
 //	redlimit.PerSecond(10).TokenBucket(20)
 //
-// Stores keep state per [StateID] (key, algorithm, period): changing Count
-// or Burst keeps what was already consumed, changing the algorithm or period
-// starts afresh.
+// Stores keep state per [StateID] (key, algorithm, period, calendar):
+// changing Count or Burst keeps what was already consumed, changing the
+// algorithm, period or calendar starts afresh. A calendar's zone "" and
+// "UTC" are one.
 type Limit struct {
 	// Algorithm counts the requests. The zero value is invalid.
 	Algorithm Algorithm
@@ -84,7 +85,7 @@ type StateID struct {
 
 // StateID returns the identity of the state key has under l.
 func (l Limit) StateID(key string) StateID {
-	return StateID{Key: key, Algorithm: l.Algorithm, Period: l.Period, Calendar: l.Calendar}
+	return StateID{Key: key, Algorithm: l.Algorithm, Period: l.Period, Calendar: l.Calendar.Canonical()}
 }
 
 // Per returns a limit of count requests per period, counted by [SlidingWindow].

@@ -17,7 +17,9 @@ type Queuer interface {
 	// first instant they conform, if that is at most maxWait from now.
 	// The bucket's arrival time moves on by n tokens at once, even into
 	// the future, so each later request queues behind this one. A
-	// request that would wait longer is refused and takes nothing.
+	// request that would wait longer is refused and takes nothing. So is
+	// one that would move the arrival time past 2^53 µs after the Unix
+	// epoch (the year 2255), where a debit stops it too.
 	Queue(ctx context.Context, key string, limit Limit, n int64, maxWait time.Duration) (Turn, error)
 	// Unqueue gives back r's place, and reports whether it did. It gives
 	// back all of r's tokens while the bucket's arrival time is still the

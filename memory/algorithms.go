@@ -29,7 +29,7 @@ type params struct {
 }
 
 func newParams(l redlimit.Limit) params {
-	p := params{alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cal: l.Calendar}
+	p := params{alg: l.Algorithm, window: l.Period.Microseconds(), count: l.Count, cal: l.Calendar.Canonical()}
 	if l.Algorithm == redlimit.TokenBucket {
 		p.burst = l.Burst
 		p.ei = l.EmissionInterval()

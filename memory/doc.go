@@ -48,8 +48,10 @@
 // off. [Store.Sweep] does it at once.
 //
 // Two bounds hold the store. [WithMaxKeys] bounds the states (default
-// [DefaultMaxKeys]). [WithMaxBytes] bounds their estimated memory, keys
-// and sliding logs' buffers included (default [DefaultMaxBytes]). A
+// [DefaultMaxKeys]), and the leases apart. [WithMaxBytes] bounds their
+// estimated memory, keys, lease ids and sliding logs' buffers included
+// (default [DefaultMaxBytes]). [Store.Acquire] of a new lease past a
+// bound is denied. A
 // decision claims the room it needs before it commits. So the store
 // never holds more than either bound, but for debits (below). A decision
 // may make a state, or grow a sliding log's buffer, beyond a bound. The

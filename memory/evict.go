@@ -168,9 +168,12 @@ func (s *Store) sweepEvery(d time.Duration) {
 	}
 }
 
-// Sweep removes every idle state now. The background sweeper calls it;
-// callers rarely need to.
+// Sweep removes every idle state and expired lease now. The background
+// sweeper calls it; callers rarely need to.
 func (s *Store) Sweep() {
+	s.leases.mu.Lock()
+	s.trimAllLeases(s.micros())
+	s.leases.mu.Unlock()
 	s.keys.Range(func(_, v any) bool {
 		sl := v.(*slot)
 		sl.mu.Lock()

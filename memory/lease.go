@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -13,11 +14,15 @@ import (
 var _ redlimit.Semaphore = (*Store)(nil)
 
 // leases holds the leases of every key. A key's expired leases go at its
-// next call; all of them, when the store is full.
+// next call; all of them, when the store is full, and at each Sweep.
+// Their estimated bytes count in the store's (WithMaxBytes).
 type leases struct {
 	mu   sync.Mutex
 	keys map[string]*leaseSet
 	n    int64 // leases held, in all keys
+	// trimAt is when the first lease may expire: a full store's flood of
+	// acquires trims all keys once per expiry, not once per call.
+	trimAt int64
 }
 
 // leaseSet is one key's leases: a min-heap by expiry (µs), with each
@@ -58,24 +63,30 @@ func (s *leaseSet) set(id string, exp int64) {
 	heap.Push(s, l)
 }
 
-// remove deletes lease id, which s holds.
-func (s *leaseSet) remove(id string) {
+// remove deletes lease id, which s holds, and returns its size.
+func (s *leaseSet) remove(id string) int64 {
 	heap.Remove(s, s.byID[id].i)
 	delete(s.byID, id)
+	return leaseSize(id)
 }
 
-// trim deletes the leases that expired by now, and returns how many.
-func (s *leaseSet) trim(now int64) (n int64) {
+// trim deletes the leases that expired by now. It returns how many, and
+// their size.
+func (s *leaseSet) trim(now int64) (n, bytes int64) {
 	for len(s.heap) > 0 && s.heap[0].exp <= now {
-		delete(s.byID, heap.Pop(s).(*lease).id)
-		n++
+		id := heap.Pop(s).(*lease).id
+		delete(s.byID, id)
+		n, bytes = n+1, bytes+leaseSize(id)
 	}
-	return n
+	return n, bytes
 }
 
 // Acquire takes a slot of c on key for lease id, living c.TTL: what
 // redisstore's Acquire answers. The store holds at most its WithMaxKeys
-// bound of leases; past it, Acquire of a new lease fails with ErrFull.
+// bound of leases. Their keys and ids count in its WithMaxBytes bound.
+// Past either, a new lease is denied, as a full store denies a new key's
+// request, and counted in [Stats].Refused. Its RetryAfter is when the
+// store's first lease expires, at least a millisecond.
 func (s *Store) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return s.lease(ctx, 'a', key, c, id)
 }
@@ -118,7 +129,8 @@ func (s *Store) Leases(ctx context.Context) ([]HeldLease, error) {
 }
 
 // lease decides op ('a' acquire, 'r' renew, 'x' release) as
-// redisstore/lua/lease.lua does.
+// redisstore/lua/lease.lua does. A new lease claims its room first. A
+// store without room evicts idle states, with the leases' lock released.
 func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	if err := redlimit.ValidateLease(key, c, id); err != nil {
 		return redlimit.Lease{}, fmt.Errorf("memory: %w", err)
@@ -126,31 +138,60 @@ func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concu
 	if err := s.usable(ctx); err != nil {
 		return redlimit.Lease{}, err
 	}
-	now := s.micros()
+	for final := false; ; final = true {
+		now := s.micros()
+		res, need := s.leaseLocked(op, key, c, id, now, final)
+		if need == 0 || final {
+			return res, nil
+		}
+		s.evict(now, room{bytes: need})
+	}
+}
+
+// leaseLocked is lease under the leases' lock, at now. When a new lease
+// finds no room and final is false, it returns the bytes it needs, and
+// decides nothing. When final is true, it refuses the lease.
+func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id string, now int64, final bool) (redlimit.Lease, int64) {
 	t := &s.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// A key's set is in the map, its bytes counted, while it holds a lease.
 	set := t.keys[key]
 	if set == nil {
 		set = &leaseSet{}
+	} else if s.trimLeases(set, now); set.Len() == 0 {
+		s.dropLeaseKey(key)
 	}
-	t.n -= set.trim(now)
 	_, held := set.byID[id]
 	n := int64(set.Len())
 	var res redlimit.Lease
 	switch {
 	case op == 'x':
 		if held {
-			set.remove(id)
+			s.bytes.Add(-set.remove(id))
 			t.n--
 		}
 	case held || op == 'a' && n < c.Slots:
 		if !held {
-			if t.n >= s.max {
-				t.trimAll(now)
+			need := leaseSize(id)
+			if n == 0 {
+				need += leaseKeySize(key)
 			}
-			if t.n >= s.max {
-				return redlimit.Lease{}, fmt.Errorf("memory: acquire: %w", ErrFull)
+			if ok, soonest := s.claimLease(need, now); !ok {
+				if !final {
+					return res, need
+				}
+				// Denied, as a full store denies a new key's request:
+				// an error would let a caller serve it unlimited.
+				s.refused.Add(1)
+				res.InFlight, res.RetryAfter = n, redlimit.Never
+				if need <= s.maxBytes {
+					res.RetryAfter = time.Millisecond
+					if soonest != math.MaxInt64 {
+						res.RetryAfter = max(us(soonest-now), res.RetryAfter)
+					}
+				}
+				return res, 0
 			}
 			if set.byID == nil {
 				set.byID = make(map[string]*lease)
@@ -162,23 +203,59 @@ func (s *Store) lease(ctx context.Context, op byte, key string, c redlimit.Concu
 			t.n++
 		}
 		set.set(id, now+c.TTL.Microseconds())
+		t.trimAt = min(t.trimAt, now+c.TTL.Microseconds())
 		res.Held = true
 	case n > 0:
 		res.RetryAfter = us(set.heap[0].exp - now)
 	}
 	res.InFlight = int64(set.Len())
-	if set.Len() == 0 {
-		delete(t.keys, key)
+	if set.Len() == 0 && held {
+		s.dropLeaseKey(key)
 	}
-	return res, nil
+	return res, 0
 }
 
-// trimAll trims every key, and drops those left empty.
-func (t *leases) trimAll(now int64) {
+// claimLease takes a new lease's room, need bytes, from the store's
+// bounds: the leases' count and the bytes. A full store first trims every
+// key's leases expired at now. The leases' lock is held. Without room, it
+// returns when the first lease may expire (math.MaxInt64: none held).
+func (s *Store) claimLease(need, now int64) (ok bool, soonest int64) {
+	t := &s.leases
+	if t.n < s.max && take(&s.bytes, need, s.maxBytes) {
+		return true, 0
+	}
+	s.trimAllLeases(now)
+	return t.n < s.max && take(&s.bytes, need, s.maxBytes), t.trimAt
+}
+
+// trimLeases trims set's expired leases, whose lock is held.
+func (s *Store) trimLeases(set *leaseSet, now int64) {
+	n, bytes := set.trim(now)
+	s.leases.n -= n
+	s.bytes.Add(-bytes)
+}
+
+// trimAllLeases trims every key's expired leases, and drops the keys
+// left empty, unless no lease expired since the last time. The leases'
+// lock is held.
+func (s *Store) trimAllLeases(now int64) {
+	t := &s.leases
+	if now < t.trimAt {
+		return
+	}
+	t.trimAt = math.MaxInt64
 	for k, set := range t.keys {
-		t.n -= set.trim(now)
-		if set.Len() == 0 {
-			delete(t.keys, k)
+		if s.trimLeases(set, now); set.Len() == 0 {
+			s.dropLeaseKey(k)
+		} else {
+			t.trimAt = min(t.trimAt, set.heap[0].exp)
 		}
 	}
+}
+
+// dropLeaseKey removes key's set, left empty, from the map. The leases'
+// lock is held.
+func (s *Store) dropLeaseKey(key string) {
+	delete(s.leases.keys, key)
+	s.bytes.Add(-leaseKeySize(key))
 }

@@ -38,3 +38,27 @@ func BenchmarkLeaseManyHeld(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLeaseFullStore: a new key's acquire, denied by a store whose
+// 100,000 leases, one a key, fill its bound.
+func BenchmarkLeaseFullStore(b *testing.B) {
+	const n = 100_000
+	s, err := memory.New(memory.WithMaxKeys(n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	c := redlimit.InFlight(1, time.Hour)
+	ctx := context.Background()
+	for i := range n {
+		if l, err := s.Acquire(ctx, fmt.Sprint(i), c, "x"); err != nil || !l.Held {
+			b.Fatal(l, err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if l, err := s.Acquire(ctx, "new", c, "x"); err != nil || l.Held {
+			b.Fatal(l, err)
+		}
+	}
+}

@@ -39,7 +39,8 @@ func TestLeaseBadInput(t *testing.T) {
 }
 
 // TestLeaseFull: the store holds at most its WithMaxKeys bound of
-// leases; expired ones make room.
+// leases; a new one past it is denied until the first expires; expired
+// ones make room.
 func TestLeaseFull(t *testing.T) {
 	clock := redlimittest.NewClock(redlimittest.T0)
 	s := newStore(t, memory.WithMaxKeys(2), memory.WithClock(clock.Now))
@@ -50,8 +51,8 @@ func TestLeaseFull(t *testing.T) {
 			t.Fatalf("Acquire %s: %+v, %v", id, l, err)
 		}
 	}
-	if _, err := s.Acquire(ctx, "j", c, "c"); !errors.Is(err, memory.ErrFull) {
-		t.Fatalf("third lease: %v, want ErrFull", err)
+	if l, err := s.Acquire(ctx, "j", c, "c"); err != nil || l.Held || l.RetryAfter != time.Second || s.Stats().Refused != 1 {
+		t.Fatalf("third lease: %+v, %v, refused %d; want denied for 1s", l, err, s.Stats().Refused)
 	}
 	if l, err := s.Acquire(ctx, "k", c, "a"); err != nil || !l.Held {
 		t.Fatalf("renewing a held lease when full: %+v, %v", l, err)

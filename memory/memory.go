@@ -68,8 +68,9 @@ type slot struct {
 	dead  bool   // removed from the map: lockers must look the key up again
 }
 
-// find returns the entry for (alg, period), or nil.
+// find returns the entry for (alg, period, cal), or nil.
 func (sl *slot) find(alg redlimit.Algorithm, period time.Duration, cal redlimit.Calendar) *entry {
+	cal = cal.Canonical()
 	for e := sl.head; e != nil; e = e.next {
 		if e.p.alg == alg && us(e.p.window) == period && e.p.cal == cal {
 			return e
@@ -132,10 +133,11 @@ func WithMaxKeys(n int) Option {
 	}
 }
 
-// WithMaxBytes bounds the estimated memory of the store's states (default
-// [DefaultMaxBytes]). The estimate counts the keys, a share per key and
-// per state, the buffers of sliding logs, and the refund records of token
-// buckets that [Store.Admit] counted in (see size.go). A decision may go
+// WithMaxBytes bounds the estimated memory of the store's states and
+// leases (default [DefaultMaxBytes]). The estimate counts the keys, a
+// share per key and per state, the buffers of sliding logs, and the
+// refund records of token buckets that [Store.Admit] counted in. It
+// counts each lease and its id too (see size.go). A decision may go
 // beyond it: a new state, or a sliding log whose buffer must grow. It
 // then evicts and, failing that, is denied as under [WithMaxKeys]. Debits
 // may go an eighth beyond. The process's heap may be about twice the
@@ -203,11 +205,12 @@ func (s *Store) Len() int { return int(s.n.Load()) }
 type Stats struct {
 	// States is how many states the store holds, as [Store.Len].
 	States int64
-	// Bytes is their estimated memory, as [WithMaxBytes] counts it.
+	// Bytes is their estimated memory, and the leases', as [WithMaxBytes]
+	// counts it.
 	Bytes int64
-	// Refused counts the decisions and checks (Peek) denied since [New]
-	// because the store had no room for a state they would have made or
-	// grown. A store that refuses is too small for its keys, or under a
+	// Refused counts the decisions, checks (Peek) and new leases denied
+	// since [New] because the store had no room for a state or lease they
+	// would have made or grown. A store that refuses is too small for its keys, or under a
 	// flood of new keys.
 	Refused uint64
 }

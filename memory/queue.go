@@ -12,13 +12,17 @@ var _ redlimit.Queuer = (*Store)(nil)
 
 // checkQueue is checkGCRA for a request that may wait up to wait µs. One
 // that does not conform now takes the first instant it does. Its TAT
-// moves on beyond the tolerance. It returns the wait too (lua/queue.lua).
+// moves on beyond the tolerance, but not past maxTAT. It returns the wait
+// too (lua/queue.lua).
 func checkQueue(e *entry, p *params, now, n, wait int64, r *redlimit.Result) (update, int64) {
 	w := check(e, p, now, n, r)
 	if r.Allowed || r.RetryAfter == redlimit.Never || r.RetryAfter > us(wait) {
 		return w, 0
 	}
 	over := r.RetryAfter.Microseconds()
+	if over+p.tau > maxTAT-now {
+		return w, 0 // denied: a Lua number would round the TAT
+	}
 	due := over + p.tau
 	*r = redlimit.Result{Allowed: true, Max: p.burst, ResetAfter: us(due)}
 	return update{expires: now + due}, over

@@ -21,11 +21,24 @@ const (
 	// recordBytes is a token bucket's refund record (refundable). The
 	// first Admit that counts in the bucket makes it.
 	recordBytes = 24
+	// leaseKeyBytes is a key's share of its leases besides its bytes: its
+	// place in the leases' map, its set, and the set's map.
+	leaseKeyBytes = 288
+	// leaseBytes is one lease besides its id's bytes: the lease, its
+	// place in its key's map and in the heap.
+	leaseBytes = 84
 )
 
 // keySize returns the estimated bytes a key takes besides its states: the
 // store keeps the key's string.
 func keySize(key string) int64 { return slotBytes + int64(len(key)) }
+
+// leaseKeySize returns the estimated bytes a key with leases takes
+// besides them.
+func leaseKeySize(key string) int64 { return leaseKeyBytes + int64(len(key)) }
+
+// leaseSize returns the estimated bytes of lease id.
+func leaseSize(id string) int64 { return leaseBytes + int64(len(id)) }
 
 // size returns the estimated bytes of e: the entry, its sliding log's
 // buffer, which is kept at its capacity while e lives, and a token

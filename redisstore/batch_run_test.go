@@ -18,11 +18,12 @@ import (
 // TestBatchRunsMatchCallsOneByOne checks the batch script's runs (several
 // decisions on one key, decided on the state read once and written once)
 // against the same decisions made one by one, without batching, at the
-// same instant: random batches over three keys, every algorithm, limits
-// whose count changes under the state, costs up to a little above the
-// limit, allows and peeks, a clock that sometimes steps back. Every answer
-// must be the same, and so must every key's state, which a peek of each
-// key after every batch compares.
+// same instant: random batches over three keys, every algorithm, calendar
+// limits of two zones and a plain window of their period on the same
+// keys, limits whose count changes under the state, costs up to a little
+// above the limit, allows and peeks, a clock that sometimes steps back.
+// Every answer must be the same, and so must every key's state, which a
+// peek of each key after every batch compares.
 func TestBatchRunsMatchCallsOneByOne(t *testing.T) {
 	bases := []redlimit.Limit{
 		redlimit.Per(6, 100*time.Millisecond).FixedWindow(),
@@ -31,6 +32,9 @@ func TestBatchRunsMatchCallsOneByOne(t *testing.T) {
 		redlimit.Per(3, 70*time.Millisecond).SlidingWindow(),
 		redlimit.Per(3, time.Second).TokenBucket(4),
 		redlimit.Per(7, 100*time.Millisecond).TokenBucket(2),
+		redlimit.PerCalendar(40, redlimit.Day, "Europe/Berlin"),
+		redlimit.PerCalendar(40, redlimit.Day, "Asia/Tokyo"),
+		redlimit.Per(40, redlimit.Day.Longest()).FixedWindow(),
 	}
 	for _, d := range []deployment{deployments[0], deployments[2]} {
 		t.Run(d.name, func(t *testing.T) {

@@ -63,7 +63,7 @@ func (s *Store) key(tag string, l redlimit.Limit) string {
 	b.WriteByte(':')
 	var period [20]byte
 	b.Write(strconv.AppendInt(period[:0], l.Period.Microseconds(), 10)) // no string of its own, so the key allocates once
-	if c := l.Calendar; !c.IsZero() {
+	if c := l.Calendar.Canonical(); !c.IsZero() {
 		// The calendar names the state: its window is a field of the hash.
 		b.WriteByte(':')
 		b.WriteString(c.Unit.String())

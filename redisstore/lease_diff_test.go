@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/internal/model"
 	"github.com/redlimit/redlimit/memory"
 	"github.com/redlimit/redlimit/redisstore"
 	"github.com/redlimit/redlimit/redlimittest"
@@ -16,9 +17,12 @@ import (
 
 // TestLeaseDifferential applies random sequences of acquires, renews and
 // releases (a lease held by another id, released twice, renewed after
-// its expiry; limits at their bounds and changed between calls; the
-// clock going back) to the memory store and to Redis with explicit time:
-// every answer must be the same.
+// its expiry; limits at their bounds and changed between calls, slots
+// lowered under held leases; the clock going back) to the memory store
+// and to Redis with explicit time: every answer must be the same, and
+// model.Leases'. A new lease never takes a key beyond its slots. The keys
+// are rate limited too, between the lease calls: neither use disturbs
+// the other.
 func TestLeaseDifferential(t *testing.T) {
 	limits := []redlimit.Concurrency{
 		redlimit.InFlight(1, redlimit.MinLeaseTTL),
@@ -27,7 +31,9 @@ func TestLeaseDifferential(t *testing.T) {
 		redlimit.InFlight(redlimit.MaxSlots, redlimit.MaxLeaseTTL),
 	}
 	const guard = 100 * time.Millisecond
-	keys := []string{"a", "{b}", "c:\n"}
+	// The last is longer than a hash tag keeps (Redis hashes it).
+	keys := []string{"a", "{b}", "c:\n", strings.Repeat("{d}", 1000)}
+	rate := redlimit.Per(3, time.Second).FixedWindow()
 	ids := []string{"x", "y", "z", "\x00", "{a}", strings.Repeat("é", redlimit.MaxLeaseIDLen/2)}
 	for i := range 10 {
 		ids = append(ids, fmt.Sprint(i)) // many leases on a key at once
@@ -50,6 +56,7 @@ func TestLeaseDifferential(t *testing.T) {
 				t.Helper()
 				t.Fatalf("seed %d: %s\nlast operations:\n%s", seed, fmt.Sprintf(format, args...), strings.Join(history[max(0, len(history)-25):], "\n"))
 			}
+			lm := model.Leases{}
 			var held, denied int
 			for range 1500 {
 				// Redis expires a lease key by its own clock: each call is
@@ -61,10 +68,18 @@ func TestLeaseDifferential(t *testing.T) {
 				c := limits[rng.IntN(len(limits))]
 				key := keys[rng.IntN(len(keys))]
 				id := ids[rng.IntN(len(ids))]
-				op := []string{"acquire", "acquire", "renew", "release"}[rng.IntN(4)]
+				op := []string{"acquire", "acquire", "renew", "release", "allow"}[rng.IntN(5)]
 				var ml, rl redlimit.Lease
 				var merr, rerr error
 				switch op {
+				case "allow":
+					mr, merr := mem.AllowN(ctx, key, rate, 1)
+					rr, rerr := rs.AllowN(ctx, key, rate, 1)
+					history = append(history, fmt.Sprintf("%s allow %q: %+v", clock.Now().Format(time.StampMicro), key, mr))
+					if merr != nil || rerr != nil || mr != rr {
+						fatalf("allow: memory %+v, %v; redis %+v, %v", mr, merr, rr, rerr)
+					}
+					continue
 				case "acquire":
 					ml, merr = mem.Acquire(ctx, key, c, id)
 					rl, rerr = rs.Acquire(ctx, key, c, id)
@@ -78,6 +93,13 @@ func TestLeaseDifferential(t *testing.T) {
 				history = append(history, fmt.Sprintf("%s %s %q %+v %q: %+v", clock.Now().Format(time.StampMicro), op, key, c, id, ml))
 				if merr != nil || rerr != nil || ml != rl {
 					fatalf("%s: memory %+v, %v; redis %+v, %v", op, ml, merr, rl, rerr)
+				}
+				isNew := !lm.Holds(key, id, clock.Now())
+				if want := lm.Do(op, key, c, id, clock.Now()); op != "release" && ml != want {
+					fatalf("%s: the stores %+v, the model %+v", op, ml, want)
+				}
+				if op == "acquire" && isNew && ml.Held && ml.InFlight > c.Slots {
+					fatalf("a new lease took the key to %d in flight, %d slots", ml.InFlight, c.Slots)
 				}
 				if ml.Held {
 					held++

@@ -12,7 +12,8 @@
 //     boundaries (calendar ones too) and to the instants answers named,
 //     and sometimes back;
 //   - a store's host clock skewed from it ([Env].HostClock);
-//   - a limit's count or burst changed;
+//   - a limit's count or burst changed; a fixed window's calendar unit
+//     or zone changed, a calendar made a plain window or back;
 //   - costs from 1 to [redlimit.MaxCost], biased to the edges.
 //
 // For each operation the runner checks:

@@ -76,9 +76,9 @@ var (
 const maxPeriodMicros = int64(redlimit.MaxPeriod / time.Microsecond)
 
 // calendarZones are the zones of generated calendar limits: UTC, DST
-// changes both ways, a 30-minute DST change, and a midnight that a DST
-// change skips.
-var calendarZones = []string{"", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Antarctica/Troll"}
+// changes both ways, a 30-minute DST change, a midnight that a DST
+// change skips, and UTC by its name (one state with "").
+var calendarZones = []string{"", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Antarctica/Troll", "UTC"}
 
 // genLimit decodes a valid limit.
 func genLimit(s *source) redlimit.Limit {
@@ -164,6 +164,8 @@ type generator struct {
 	noDebits bool
 	// then is the debit that follows a check, at its instant.
 	then *Op
+	// was holds, by index, the limit each had before changeState.
+	was map[int]redlimit.Limit
 }
 
 // newGenerator reads a sequence's header: its limits, keys and start.
@@ -284,7 +286,12 @@ func (g *generator) step(h hints) {
 		}
 	case 14:
 		// A limit's count (or burst) changes; its algorithm and period stay.
+		// A fixed window's may change its state instead (changeState).
 		i, l := g.limit()
+		if l.Algorithm == redlimit.FixedWindow && g.s.byte()%2 == 0 {
+			g.changeState(i)
+			return
+		}
 		top := int64(redlimit.MaxCount)
 		if l.Algorithm == redlimit.SlidingLog {
 			top = redlimit.MaxLogCount
@@ -314,6 +321,40 @@ func (g *generator) step(h hints) {
 	case 15:
 		g.moveTo(now.Add(d(g.s.between(0, 1000))))
 	}
+}
+
+// changeState changes fixed window limit i to another state of the same
+// key, as an operator's new rule does: back to the limit it had before;
+// a calendar's unit or zone changed (Day to Month, Berlin to New York);
+// a calendar limit made a plain window of the same period, or of a day;
+// a plain window made a calendar limit. The count stays, or is halved.
+// The old state stays in the stores, and a change back finds it.
+func (g *generator) changeState(i int) {
+	l := g.limits[i]
+	if g.was == nil {
+		g.was = map[int]redlimit.Limit{}
+	}
+	old, back := g.was[i]
+	g.was[i] = l
+	switch c := g.s.byte() % 4; {
+	case c == 0 && back:
+		g.limits[i] = old
+		return
+	case l.Calendar.IsZero():
+		unit := redlimit.Day + redlimit.CalendarUnit(g.s.intn(4))
+		l = redlimit.PerCalendar(l.Count, unit, calendarZones[g.s.intn(int64(len(calendarZones)))])
+	case c == 1:
+		l.Calendar = redlimit.Calendar{} // the same algorithm and period
+	case c == 2:
+		l = redlimit.Per(l.Count, 24*time.Hour).FixedWindow()
+	default:
+		unit := redlimit.Day + redlimit.CalendarUnit(g.s.intn(4))
+		l = redlimit.PerCalendar(l.Count, unit, calendarZones[g.s.intn(int64(len(calendarZones)))])
+	}
+	if g.s.byte()%2 == 0 {
+		l.Count = max(1, l.Count/2)
+	}
+	g.limits[i] = l
 }
 
 // hostSkew returns how far the hosts' clock is from the stores' at t
@@ -432,7 +473,7 @@ func (g *generator) next(h hints) (Op, bool) {
 // sharesState reports whether r would share state with one of reqs.
 func sharesState(reqs []Req, r Req) bool {
 	for _, q := range reqs {
-		if q.Key == r.Key && q.Limit.Algorithm == r.Limit.Algorithm && q.Limit.Period == r.Limit.Period {
+		if q.Key == r.Key && q.Limit.StateID("") == r.Limit.StateID("") {
 			return true
 		}
 	}

@@ -146,7 +146,7 @@ func (m *Model) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 // validating.
 func (m *Model) Forget(key string, limit redlimit.Limit) {
 	m.mu.Lock()
-	delete(m.states, stateKey{key, limit.Algorithm, limit.Period, limit.Calendar})
+	delete(m.states, stateKey{key, limit.Algorithm, limit.Period, limit.Calendar.Canonical()})
 	m.mu.Unlock()
 }
 
@@ -203,7 +203,7 @@ func (m *Model) DebitAt(key string, limit redlimit.Limit, n, now int64) (redlimi
 // PeekDebitAt returns what DebitAt would answer, without counting anything.
 func (m *Model) PeekDebitAt(key string, limit redlimit.Limit, n, now int64) redlimit.Result {
 	m.mu.Lock()
-	k := stateKey{key, limit.Algorithm, limit.Period, limit.Calendar}
+	k := stateKey{key, limit.Algorithm, limit.Period, limit.Calendar.Canonical()}
 	st := m.states[k]
 	m.mu.Unlock()
 	c := New(m.now)
@@ -217,7 +217,7 @@ func (m *Model) PeekDebitAt(key string, limit redlimit.Limit, n, now int64) redl
 // debit counts a debit of cost n that does not fit, up to its bound, and
 // returns what Peek answers then and what it counted.
 func (m *Model) debit(key string, l redlimit.Limit, n, now int64) (redlimit.Result, int64) {
-	k := stateKey{key, l.Algorithm, l.Period, l.Calendar}
+	k := stateKey{key, l.Algorithm, l.Period, l.Calendar.Canonical()}
 	st := m.states[k]
 	if st == nil {
 		st = &state{windows: make(map[int64]int64)}
@@ -261,7 +261,7 @@ func clampInt64(x *big.Int) int64 {
 }
 
 func (m *Model) get(key string, l redlimit.Limit) *state {
-	return m.states[stateKey{key, l.Algorithm, l.Period, l.Calendar}]
+	return m.states[stateKey{key, l.Algorithm, l.Period, l.Calendar.Canonical()}]
 }
 
 // decide answers a request of cost n under l at now without changing anything.
@@ -284,7 +284,7 @@ func (m *Model) decide(key string, l redlimit.Limit, n, now int64) redlimit.Resu
 
 // commit records an allowed request of cost n under l at now.
 func (m *Model) commit(key string, l redlimit.Limit, n, now int64) {
-	k := stateKey{key, l.Algorithm, l.Period, l.Calendar}
+	k := stateKey{key, l.Algorithm, l.Period, l.Calendar.Canonical()}
 	st := m.states[k]
 	if st == nil {
 		st = &state{windows: make(map[int64]int64)}

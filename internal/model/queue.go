@@ -14,7 +14,8 @@ var _ redlimit.Queuer = (*Model)(nil)
 // Queue implements [redlimit.Queuer] from GCRA's definition. A request
 // that conforms now is admitted. One that conforms within maxWait moves
 // the arrival time n emission intervals on from where it is, as a debit
-// does. It waits until it conforms. Any other changes nothing.
+// does, if that is at most 2^53 µs. It waits until it conforms. Any
+// other changes nothing.
 func (m *Model) Queue(ctx context.Context, key string, limit redlimit.Limit, n int64, maxWait time.Duration) (redlimit.Turn, error) {
 	if err := redlimit.ValidateQueue(key, limit, n, maxWait); err != nil {
 		return redlimit.Turn{}, err
@@ -32,7 +33,7 @@ func (m *Model) QueueAt(key string, limit redlimit.Limit, n int64, maxWait time.
 	case r.Allowed:
 		m.commit(key, limit, n, now)
 		t.Result = r
-	case r.RetryAfter <= maxWait: // Never is above any maxWait
+	case r.RetryAfter <= maxWait && m.queuedTAT(key, limit, n, now) <= 1<<53: // Never is above any maxWait
 		st := m.get(key, limit)
 		st.tat = max(st.tat, now) + n*limit.EmissionInterval()
 		t.Result = redlimit.Result{Allowed: true, Max: limit.Max(), ResetAfter: us(st.tat - now)}
@@ -43,6 +44,16 @@ func (m *Model) QueueAt(key string, limit redlimit.Limit, n int64, maxWait time.
 	}
 	t.TAT = m.get(key, limit).tat
 	return t
+}
+
+// queuedTAT returns the arrival time a request of cost n queued at now
+// would write: n emission intervals on from where it is.
+func (m *Model) queuedTAT(key string, limit redlimit.Limit, n, now int64) int64 {
+	tat := now
+	if st := m.get(key, limit); st != nil {
+		tat = max(st.tat, now)
+	}
+	return tat + n*limit.EmissionInterval()
 }
 
 // Unqueue implements [redlimit.Queuer]: t's tokens go back while the

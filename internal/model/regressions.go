@@ -195,6 +195,16 @@ var Regressions = []Regression{
 			{2803599647370495 * micro, QueueLong, []Req{{0, redlimit.Per(3, time.Second).TokenBucket(13510771860), 3, false}}},
 		}},
 	},
+	{
+		// A turn queued at 2^52 µs behind a bucket of the longest
+		// emission interval: its TAT passed 2^53 µs, where a Lua number
+		// rounds. Redis wrote one µs less than memory and the model.
+		Name: "queue past 2^53 µs",
+		Seq: Sequence{Start: time.UnixMicro(1700081252017868), Ops: []Op{
+			{2803518375352628 * micro, Allow, []Req{{0, redlimit.Per(1, 316223999999999*time.Microsecond).TokenBucket(14), 1, false}}},
+			{2803518375352628 * micro, Queue, []Req{{0, redlimit.Per(1, 316223999999999*time.Microsecond).TokenBucket(14), 14, false}}},
+		}},
+	},
 }
 
 // RunRegressions replays each of Regressions in a fresh Env, as a subtest;

@@ -132,7 +132,7 @@ func (r *runner) touched() []Touched {
 // hints
 
 func (r *runner) remaining(key int, l redlimit.Limit) int64 {
-	if in := r.states[stateID{key, l.Algorithm, l.Period, l.Calendar}]; in != nil {
+	if in := r.states[stateID{key, l.Algorithm, l.Period, l.Calendar.Canonical()}]; in != nil {
 		return in.last
 	}
 	return -1
@@ -150,7 +150,7 @@ func (r *runner) fail(check, format string, args ...any) *Failure {
 }
 
 func (r *runner) info(q Req) *info {
-	id := stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}
+	id := stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar.Canonical()}
 	in := r.states[id]
 	if in == nil {
 		in = &info{limit: q.Limit, last: -1}
@@ -328,7 +328,7 @@ func (r *runner) full(op Op, name string, err error, checked *checkMark) *Failur
 	if len(debits) == 0 {
 		return r.fail("error", "%s: %s returned %v for a decision without a debit", desc, name, err)
 	}
-	if q := debits[0]; len(debits) == 1 && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}) {
+	if q := debits[0]; len(debits) == 1 && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar.Canonical()}) {
 		return r.fail("dropped", "%s: %s returned %v for the debit of a check that passed", desc, name, err)
 	}
 	r.stats.Full++
@@ -409,7 +409,7 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 	}
 	if op.Kind == Peek && ref.Allowed {
 		q := op.Reqs[0]
-		r.checked = &checkMark{stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar}, r.now}
+		r.checked = &checkMark{stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar.Canonical()}, r.now}
 	}
 	committed := op.Kind != Peek && ref.Allowed
 	if len(op.Reqs) > 1 {

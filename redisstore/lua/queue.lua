@@ -6,11 +6,14 @@
 
 -- token_bucket_queue is token_bucket_check for a request that may wait
 -- up to wait µs: one that does not conform now takes the first instant
--- it does, its TAT beyond the tolerance. It returns allowed, remaining,
--- retry-after, reset-after, the TAT to write, then the wait.
+-- it does, its TAT beyond the tolerance, but not past 2^53 µs (a number
+-- would round it). It returns allowed, remaining, retry-after,
+-- reset-after, the TAT to write, then the wait.
 local function token_bucket_queue(now, ei, burst, n, tat, wait)
   local ok, rem, retry, reset, nxt = token_bucket_check(now, ei, burst, n, tat)
-  if ok or retry == NEVER or retry > wait then return ok, rem, retry, reset, nxt, 0 end
+  if ok or retry == NEVER or retry > wait or retry + burst * ei > 9007199254740992 - now then
+    return ok, rem, retry, reset, nxt, 0
+  end
   local due = retry + burst * ei
   return true, 0, 0, due, now + due, retry
 end

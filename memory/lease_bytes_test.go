@@ -1,0 +1,160 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redlimit/redlimit"
+	"github.com/redlimit/redlimit/memory"
+	"github.com/redlimit/redlimit/redlimittest"
+)
+
+// TestLeaseBytesBound: leases count in WithMaxBytes, keys and ids
+// included. A hostile client's leases on long keys fill the bound, then
+// Acquire of a new lease is denied; held leases renew, and releasing
+// gives the room back.
+func TestLeaseBytesBound(t *testing.T) {
+	const bound = 64 << 10
+	clock := redlimittest.NewClock(redlimittest.T0)
+	s := newStore(t, memory.WithMaxBytes(bound), memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	ctx := context.Background()
+	c := redlimit.InFlight(redlimit.MaxSlots, time.Second)
+	id := strings.Repeat("i", redlimit.MaxLeaseIDLen)
+	key := func(i int) string { return fmt.Sprintf("%06d", i) + strings.Repeat("k", 16<<10) }
+	held := 0
+	for i := range 64 {
+		l, err := s.Acquire(ctx, key(i), c, id)
+		if err == nil && !l.Held && l.RetryAfter > 0 {
+			break // full
+		}
+		if err != nil || !l.Held {
+			t.Fatalf("Acquire %d: %+v, %v", i, l, err)
+		}
+		held++
+		if b := s.Stats().Bytes; b > bound {
+			t.Fatalf("%d leases on 16 KiB keys: %d bytes held, bound %d", held, b, bound)
+		}
+	}
+	if held == 64 || held == 0 {
+		t.Fatalf("%d leases of 64 held on 16 KiB keys, bound %d bytes", held, bound)
+	}
+	if l, err := s.Acquire(ctx, key(0), c, id); err != nil || !l.Held {
+		t.Fatalf("renewing a held lease when full: %+v, %v", l, err)
+	}
+	for i := range held {
+		if err := s.Release(ctx, key(i), c, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := s.Stats().Bytes; b != 0 {
+		t.Fatalf("all released: %d bytes held", b)
+	}
+	// Expired leases give their room back too.
+	for i := range held {
+		if l, err := s.Acquire(ctx, key(i), c, id); err != nil || !l.Held {
+			t.Fatalf("Acquire %d again: %+v, %v", i, l, err)
+		}
+	}
+	clock.Advance(2 * time.Second)
+	if l, err := s.Acquire(ctx, key(held), c, id); err != nil || !l.Held {
+		t.Fatalf("after the others expired: %+v, %v", l, err)
+	}
+	// A key longer than the bound never fits.
+	if l, err := s.Acquire(ctx, strings.Repeat("k", bound), c, id); err != nil || l.Held || l.RetryAfter != redlimit.Never {
+		t.Fatalf("a key longer than the bound: %+v, %v; want denied for ever", l, err)
+	}
+}
+
+// TestLeaseSizeEstimate: what WithMaxBytes counts for leases is what the
+// heap grows by: one lease on each of many keys, and many on one key.
+func TestLeaseSizeEstimate(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name       string
+		keys, each int
+	}{
+		{"a_lease_a_key", 20_000, 1},
+		{"leases_on_one_key", 1, 20_000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t, memory.WithSweepInterval(0))
+			c := redlimit.InFlight(redlimit.MaxSlots, time.Hour)
+			before := heapInUse()
+			for i := range tc.keys {
+				k := fmt.Sprintf("key:%012d", i) // 16 bytes, kept by the store
+				for range tc.each {
+					// 32 bytes, kept by the store too.
+					if l, err := s.Acquire(ctx, k, c, redlimit.NewLeaseID()); err != nil || !l.Held {
+						t.Fatalf("%+v, %v", l, err)
+					}
+				}
+			}
+			grown := float64(heapInUse() - before)
+			est := float64(s.Stats().Bytes)
+			n := float64(tc.keys * tc.each)
+			t.Logf("%d leases: heap +%.0f bytes (%.1f a lease), estimate %.0f (%.1f a lease)", int(n), grown, grown/n, est, est/n)
+			if est < 0.85*grown || est > 1.15*grown {
+				t.Errorf("estimate %.0f bytes, the heap grew by %.0f", est, grown)
+			}
+		})
+	}
+}
+
+// TestLeaseBytesConcurrent: 32 goroutines acquire and release leases on
+// long keys of a small store, with rate decisions between. The bytes never
+// pass the bound, no call fails, and all released and swept, the store
+// holds nothing.
+func TestLeaseBytesConcurrent(t *testing.T) {
+	const bound = 32 << 10
+	s := newStore(t, memory.WithMaxBytes(bound), memory.WithSweepInterval(0))
+	c := redlimit.InFlight(2, time.Minute)
+	rate := redlimit.Per(1000, time.Millisecond).FixedWindow()
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := range 100 {
+				key := fmt.Sprintf("%02d", (g+i)%40) + strings.Repeat("k", 2000)
+				id := fmt.Sprint(g)
+				l, err := s.Acquire(ctx, key, c, id)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !l.Held {
+					refused.Add(1)
+				}
+				if b := s.Stats().Bytes; b > bound {
+					t.Errorf("%d bytes, bound %d", b, bound)
+					return
+				}
+				if _, err := s.AllowN(ctx, key, rate, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.Release(ctx, key, c, id); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Error("no lease refused: the store was never full")
+	}
+	time.Sleep(5 * time.Millisecond) // the rate windows end
+	s.Sweep()
+	if b := s.Stats().Bytes; b != 0 {
+		t.Fatalf("all released and swept: %d bytes held (%d refused)", b, refused.Load())
+	}
+}
