@@ -51,7 +51,8 @@
 // [DefaultMaxKeys]), and the leases apart. [WithMaxBytes] bounds their
 // estimated memory, keys, lease ids and sliding logs' buffers included
 // (default [DefaultMaxBytes]). [Store.Acquire] of a new lease past a
-// bound is denied. A
+// bound is denied. A record of a holder that runs
+// ([redlimit.RecordLease]) counts beyond, as a debit does. A
 // decision claims the room it needs before it commits. So the store
 // never holds more than either bound, but for debits (below). A decision
 // may make a state, or grow a sliding log's buffer, beyond a bound. The

@@ -86,7 +86,9 @@ func (s *leaseSet) trim(now int64) (n, bytes int64) {
 // bound of leases. Their keys and ids count in its WithMaxBytes bound.
 // Past either, a new lease is denied, as a full store denies a new key's
 // request, and counted in [Stats].Refused. Its RetryAfter is when the
-// store's first lease expires, at least a millisecond.
+// store's first lease expires, at least a millisecond. A lease of
+// [redlimit.MaxSlots], as [redlimit.RecordLease] makes, records a holder
+// that runs. Like a debit, it may go an eighth beyond the bounds.
 func (s *Store) Acquire(ctx context.Context, key string, c redlimit.Concurrency, id string) (redlimit.Lease, error) {
 	return s.lease(ctx, 'a', key, c, id)
 }
@@ -177,7 +179,11 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 			if n == 0 {
 				need += leaseKeySize(key)
 			}
-			if ok, soonest := s.claimLease(need, now); !ok {
+			maxLeases, maxBytes := s.max, s.maxBytes
+			if final && c.Slots == redlimit.MaxSlots {
+				maxLeases, maxBytes = s.overMax, s.overBytes // a record, counted as a debit is
+			}
+			if ok, soonest := s.claimLease(need, now, maxLeases, maxBytes); !ok {
 				if !final {
 					return res, need
 				}
@@ -185,7 +191,7 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 				// an error would let a caller serve it unlimited.
 				s.refused.Add(1)
 				res.InFlight, res.RetryAfter = n, redlimit.Never
-				if need <= s.maxBytes {
+				if need <= maxBytes {
 					res.RetryAfter = time.Millisecond
 					if soonest != math.MaxInt64 {
 						res.RetryAfter = max(us(soonest-now), res.RetryAfter)
@@ -215,17 +221,17 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 	return res, 0
 }
 
-// claimLease takes a new lease's room, need bytes, from the store's
-// bounds: the leases' count and the bytes. A full store first trims every
-// key's leases expired at now. The leases' lock is held. Without room, it
+// claimLease takes a new lease's room, need bytes, within the bounds of
+// the leases' count and the bytes. A full store first trims every key's
+// leases expired at now. The leases' lock is held. Without room, it
 // returns when the first lease may expire (math.MaxInt64: none held).
-func (s *Store) claimLease(need, now int64) (ok bool, soonest int64) {
+func (s *Store) claimLease(need, now, maxLeases, maxBytes int64) (ok bool, soonest int64) {
 	t := &s.leases
-	if t.n < s.max && take(&s.bytes, need, s.maxBytes) {
+	if t.n < maxLeases && take(&s.bytes, need, maxBytes) {
 		return true, 0
 	}
 	s.trimAllLeases(now)
-	return t.n < s.max && take(&s.bytes, need, s.maxBytes), t.trimAt
+	return t.n < maxLeases && take(&s.bytes, need, maxBytes), t.trimAt
 }
 
 // trimLeases trims set's expired leases, whose lock is held.

@@ -23,7 +23,7 @@ func TestLeaseBytesBound(t *testing.T) {
 	clock := redlimittest.NewClock(redlimittest.T0)
 	s := newStore(t, memory.WithMaxBytes(bound), memory.WithClock(clock.Now), memory.WithSweepInterval(0))
 	ctx := context.Background()
-	c := redlimit.InFlight(redlimit.MaxSlots, time.Second)
+	c := redlimit.InFlight(1, time.Second) // MaxSlots would be a record (RecordLease)
 	id := strings.Repeat("i", redlimit.MaxLeaseIDLen)
 	key := func(i int) string { return fmt.Sprintf("%06d", i) + strings.Repeat("k", 16<<10) }
 	held := 0

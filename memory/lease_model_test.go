@@ -17,13 +17,15 @@ import (
 // TestLeaseBoundedModel applies random acquires, renews and releases, and
 // rate decisions on the same keys, to a memory store with small bounds:
 // long keys, slots lowered under held leases, TTLs changed, the clock
-// going back a little. Every lease answer is model.Leases', but for a new
-// lease the full store refuses. A refusal is a denial counted in
-// Stats.Refused, never an error, and only when the leases or the bytes
-// are at their bound. The bytes never pass the bound, and come back to
-// zero once everything expired and was swept.
+// going back a little; RecordLease too. Every lease answer is
+// model.Leases', but for a new lease the full store refuses. A refusal is
+// a denial counted in Stats.Refused, never an error, and only when the
+// leases or the bytes are at their bound. A record (MaxSlots) may go an
+// eighth beyond, as a debit does. The bytes never pass that, and come
+// back to zero once everything expired and was swept.
 func TestLeaseBoundedModel(t *testing.T) {
 	const maxLeases, maxBytes = 12, 8 << 10
+	const overLeases, overBytes = maxLeases + 1, maxBytes + maxBytes/8 // records
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 4))
 	clock := redlimittest.NewClock(redlimittest.T0)
@@ -58,7 +60,7 @@ func TestLeaseBoundedModel(t *testing.T) {
 			clock.Advance(time.Duration(rng.IntN(300_000)) * time.Microsecond)
 		}
 		c, key, id := limits[rng.IntN(len(limits))], keys[rng.IntN(len(keys))], ids[rng.IntN(len(ids))]
-		op := []string{"acquire", "acquire", "acquire", "renew", "release", "allow"}[rng.IntN(6)]
+		op := []string{"acquire", "acquire", "acquire", "record", "renew", "release", "allow"}[rng.IntN(7)]
 		where := fmt.Sprintf("seed %d, op %d: %s %.8q %+v %.8q", seed, i, op, key, c, id)
 		var got redlimit.Lease
 		var err error
@@ -69,6 +71,9 @@ func TestLeaseBoundedModel(t *testing.T) {
 			_, err = s.AllowN(ctx, key, rate, 1)
 		case "acquire":
 			got, err = s.Acquire(ctx, key, c, id)
+		case "record":
+			got, err = redlimit.RecordLease(ctx, s, key, c, id)
+			op, c.Slots = "acquire", redlimit.MaxSlots // what the model runs
 		case "renew":
 			got, err = s.Renew(ctx, key, c, id)
 		default:
@@ -77,8 +82,8 @@ func TestLeaseBoundedModel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
-		if b := s.Stats().Bytes; b > maxBytes {
-			t.Fatalf("%s: %d bytes, bound %d", where, b, maxBytes)
+		if b := s.Stats().Bytes; b > overBytes || isNew && got.Held && c.Slots != redlimit.MaxSlots && b > maxBytes {
+			t.Fatalf("%s: %d bytes, bound %d (%d for a record)", where, b, maxBytes, overBytes)
 		}
 		if op == "allow" {
 			continue
@@ -89,7 +94,11 @@ func TestLeaseBoundedModel(t *testing.T) {
 		}
 		if op == "acquire" && isNew && want.Held && !got.Held {
 			// Refused for want of room: the store was full.
-			full := live()-1 >= maxLeases || bytesBefore+int64(len(key)+len(id))+400 > maxBytes
+			bl, bb := int64(maxLeases), int64(maxBytes)
+			if c.Slots == redlimit.MaxSlots {
+				bl, bb = overLeases, overBytes
+			}
+			full := int64(live()-1) >= bl || bytesBefore+int64(len(key)+len(id))+400 > bb
 			if s.Stats().Refused != before+1 || got.RetryAfter < time.Millisecond || !full {
 				t.Fatalf("%s: %+v, refused %d, %d leases, %d bytes: not a refusal of a full store", where, got, s.Stats().Refused-before, live()-1, bytesBefore)
 			}
