@@ -51,10 +51,10 @@
 // [DefaultMaxKeys]), and the leases apart. [WithMaxBytes] bounds their
 // estimated memory, keys, lease ids and sliding logs' buffers included
 // (default [DefaultMaxBytes]). [Store.Acquire] of a new lease past a
-// bound is denied. A record of a holder that runs
-// ([redlimit.RecordLease]) counts beyond, as a debit does. A
-// decision claims the room it needs before it commits. So the store
-// never holds more than either bound, but for debits (below). A decision
+// bound is denied. A record of a holder that runs ([redlimit.RecordLease])
+// counts beyond, as a debit does. A decision claims the room it needs
+// before it commits. So the store never holds more than either bound, but
+// for debits (below) and records. A decision
 // may make a state, or grow a sliding log's buffer, beyond a bound. The
 // store then evicts. It samples up to 64 keys at random, eight at a time.
 // It removes their idle states until there is room. A state that is not
