@@ -158,3 +158,33 @@ func TestLeaseBytesConcurrent(t *testing.T) {
 		t.Fatalf("all released and swept: %d bytes held (%d refused)", b, refused.Load())
 	}
 }
+
+// TestLeaseBytesAfterShrink: a key's leases come and go. A key that held
+// many leases, and holds one now, takes what one lease does in the heap.
+// Else WithMaxBytes bounds the leases held, not the memory: each key
+// keeps the room of the most it ever held.
+func TestLeaseBytesAfterShrink(t *testing.T) {
+	const keys, each = 1000, 100
+	s := newStore(t, memory.WithSweepInterval(0))
+	ctx := context.Background()
+	c := redlimit.InFlight(each, time.Hour)
+	before := heapInUse()
+	for i := range keys {
+		k := fmt.Sprintf("key:%012d", i)
+		for j := range each {
+			if l, err := s.Acquire(ctx, k, c, fmt.Sprint(j)); err != nil || !l.Held {
+				t.Fatalf("%+v, %v", l, err)
+			}
+		}
+		for j := 1; j < each; j++ {
+			if err := s.Release(ctx, k, c, fmt.Sprint(j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	grown, est := float64(heapInUse()-before), float64(s.Stats().Bytes)
+	t.Logf("%d keys of one lease, each once of %d: heap +%.0f bytes, estimate %.0f", keys, each, grown, est)
+	if grown > 2*est {
+		t.Errorf("the heap grew by %.0f bytes, %.1f times the estimate %.0f", grown, grown/est, est)
+	}
+}
