@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,6 +48,7 @@ func (s *leaseSet) Swap(i, j int) {
 func (s *leaseSet) Push(x any) { l := x.(*lease); l.i = len(s.heap); s.heap = append(s.heap, l) }
 func (s *leaseSet) Pop() any {
 	l := s.heap[len(s.heap)-1]
+	s.heap[len(s.heap)-1] = nil // the lease may be freed
 	s.heap = s.heap[:len(s.heap)-1]
 	return l
 }
@@ -67,6 +69,7 @@ func (s *leaseSet) set(id string, exp int64) {
 func (s *leaseSet) remove(id string) int64 {
 	heap.Remove(s, s.byID[id].i)
 	delete(s.byID, id)
+	s.shrink()
 	return leaseSize(id)
 }
 
@@ -78,7 +81,24 @@ func (s *leaseSet) trim(now int64) (n, bytes int64) {
 		delete(s.byID, id)
 		n, bytes = n+1, bytes+leaseSize(id)
 	}
+	if n > 0 {
+		s.shrink()
+	}
 	return n, bytes
+}
+
+// shrink rebuilds a set that fills a quarter of its heap's capacity. A
+// Go map or slice never shrinks, and WithMaxBytes counts the leases held.
+// A rebuild copies fewer leases than were removed since the last one.
+func (s *leaseSet) shrink() {
+	if cap(s.heap) <= 8 || len(s.heap) > cap(s.heap)/4 {
+		return
+	}
+	s.heap = slices.Clone(s.heap)
+	s.byID = make(map[string]*lease, len(s.heap))
+	for _, l := range s.heap {
+		s.byID[l.id] = l
+	}
 }
 
 // Acquire takes a slot of c on key for lease id, living c.TTL: what
