@@ -55,6 +55,10 @@ func TestLeaseBoundedModel(t *testing.T) {
 	for i := range 3000 {
 		switch rng.IntN(10) {
 		case 0:
+			// A full store may have trimmed every key's expired leases.
+			// Sweep does it for sure, so the model knows.
+			s.Sweep()
+			lm.Trim(clock.Now())
 			clock.Advance(-time.Duration(rng.IntN(5_000)) * time.Microsecond)
 		case 1, 2, 3:
 			clock.Advance(time.Duration(rng.IntN(300_000)) * time.Microsecond)
@@ -113,7 +117,7 @@ func TestLeaseBoundedModel(t *testing.T) {
 			held++
 		}
 	}
-	if refused < 20 || held < 500 {
+	if refused < 5 || held < 500 {
 		t.Errorf("seed %d: %d refused, %d held: the sequence tests little", seed, refused, held)
 	}
 	clock.Advance(2 * redlimit.MaxLeaseTTL)

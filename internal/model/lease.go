@@ -28,11 +28,7 @@ func (m Leases) Do(op, key string, c redlimit.Concurrency, id string, now time.T
 		ls = map[string]time.Time{}
 		m[key] = ls
 	}
-	for i, exp := range ls {
-		if !exp.After(now) {
-			delete(ls, i)
-		}
-	}
+	trim(ls, now)
 	_, held := ls[id]
 	var l redlimit.Lease
 	switch {
@@ -50,4 +46,21 @@ func (m Leases) Do(op, key string, c redlimit.Concurrency, id string, now time.T
 	}
 	l.InFlight = int64(len(ls))
 	return l
+}
+
+// Trim deletes every key's leases that expired by now, as a store's Sweep
+// does.
+func (m Leases) Trim(now time.Time) {
+	for _, ls := range m {
+		trim(ls, now)
+	}
+}
+
+// trim deletes the leases of ls that expired by now.
+func trim(ls map[string]time.Time, now time.Time) {
+	for id, exp := range ls {
+		if !exp.After(now) {
+			delete(ls, id)
+		}
+	}
 }
