@@ -140,9 +140,9 @@ func WithMaxKeys(n int) Option {
 // counts each lease and its id too (see size.go). A decision may go
 // beyond it: a new state, or a sliding log whose buffer must grow. It
 // then evicts and, failing that, is denied as under [WithMaxKeys]. Debits
-// and records of leases ([redlimit.RecordLease]) may go an eighth beyond. The process's heap may be about twice the
-// bound. The garbage collector lets garbage reach the live heap's size by
-// default.
+// and records of leases ([redlimit.RecordLease]) may go an eighth beyond.
+// The process's heap may be about twice the bound. The garbage collector
+// lets garbage reach the live heap's size by default.
 func WithMaxBytes(n int64) Option {
 	return func(s *Store) error {
 		if n < 1 {
