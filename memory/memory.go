@@ -210,8 +210,8 @@ type Stats struct {
 	Bytes int64
 	// Refused counts the decisions, checks (Peek) and new leases denied
 	// since [New] because the store had no room for a state or lease they
-	// would have made or grown. A store that refuses is too small for its keys, or under a
-	// flood of new keys.
+	// would have made or grown. A store that refuses is too small for its
+	// keys, or under a flood of new keys.
 	Refused uint64
 }
 
