@@ -27,6 +27,8 @@ func TestParseCalendar(t *testing.T) {
 		{"{unit: week, requests_per_unit: 1, time_zone: UTC, algorithm: sliding_window}", redlimit.ErrCalendarAlgorithm},
 		{"{unit: week, requests_per_unit: 1, time_zone: UTC, algorithm: sliding_log}", redlimit.ErrCalendarAlgorithm},
 		{"{unit: minute, requests_per_unit: 1, time_zone: UTC}", redlimit.ErrInvalidLimit},
+		// An empty zone is a template's unset variable, not a choice of UTC.
+		{`{unit: month, requests_per_unit: 1, time_zone: ""}`, redlimit.ErrUnknownZone},
 	} {
 		_, err := Parse("cal.yaml", []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: "+tc.rule+"\n"))
 		if !errors.Is(err, tc.want) {
