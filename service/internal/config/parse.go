@@ -537,6 +537,10 @@ func (p *parser) parseCalendar(f field, r *Rule) (redlimit.Calendar, bool) {
 	}
 	unit, err := redlimit.ParseCalendarUnit(r.Unit)
 	switch {
+	case zone == "":
+		// Often a template's unset variable: UTC must be named.
+		p.errorf(f.line(), f.path, redlimit.ErrUnknownZone, "is empty (name the zone, such as UTC or Europe/Berlin)")
+		return redlimit.Calendar{}, false
 	case r.Unit == "":
 		return redlimit.Calendar{}, false // the unit's error is reported
 	case err != nil:
