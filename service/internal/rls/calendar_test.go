@@ -1,8 +1,12 @@
 package rls
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/redlimit/redlimit/service/internal/config"
 )
@@ -35,5 +39,48 @@ func TestCalendarDurationUntilReset(t *testing.T) {
 		if got := resp.Statuses[0].DurationUntilReset.AsDuration(); sig(resp) != step.sig || got != step.left {
 			t.Fatalf("at %s: %s, duration_until_reset %s; want %s, %s", step.at, sig(resp), got, step.sig, step.left)
 		}
+	}
+}
+
+// TestCalendarOverride: a limit override in the unit of a calendar rule
+// counts in the rule's calendar, on the rule's state. Under no-raise, an
+// override of the rule's own count is taken, and a lower one too.
+func TestCalendarOverride(t *testing.T) {
+	d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: month, requests_per_unit: 2, time_zone: Europe/Berlin}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2028, 2, 29, 23, 0, 0, 0, berlin)
+	left := time.Date(2028, 3, 1, 0, 0, 0, 0, berlin).Sub(at)
+	month := func(n uint32) *pb.RateLimitRequest {
+		return request("billing", withOverride(desc("tenant", "acme"), n, typepb.RateLimitUnit_MONTH, 0))
+	}
+	for _, policy := range []OverridePolicy{OverridesAllow, OverridesNoRaise} {
+		t.Run(policy.String(), func(t *testing.T) {
+			f := newFixture(t, Options{Overrides: policy}, d)
+			f.clock.Set(at)
+			for _, step := range []struct {
+				req *pb.RateLimitRequest
+				sig string
+			}{
+				{request("billing", desc("tenant", "acme")), "O:O"},
+				{month(2), "O:O"},
+				{month(2), "X:X"},
+				{month(1), "X:X"},
+				{request("billing", desc("tenant", "acme")), "X:X"},
+			} {
+				resp, err := f.svc.ShouldRateLimit(context.Background(), step.req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := resp.Statuses[0].DurationUntilReset.AsDuration(); sig(resp) != step.sig || got != left {
+					t.Fatalf("%v: %s, duration_until_reset %s; want %s, %s", step.req.Descriptors[0].Limit, sig(resp), got, step.sig, left)
+				}
+			}
+		})
 	}
 }
