@@ -18,6 +18,7 @@
 //     requests_per_unit 0 (envoyproxy/ratelimit's block);
 //   - otherwise its rule's limit, or the descriptor's own limit override.
 //     It is counted by the matched rule's algorithm and failure policy.
+//     In a calendar rule's unit, it counts in the rule's calendar.
 //     With no limited rule matched, Options.DefaultAlgorithm counts it.
 //     [OverridePolicy] and Options.MaxOverridePeriod say which overrides
 //     are taken.

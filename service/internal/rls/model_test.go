@@ -12,10 +12,13 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/redlimit/redlimit"
 )
 
 // modelRules are fixed windows of an hour, counted as admissions, so that a
 // simple reading of the file predicts every answer: the clock never moves.
+// Rule c is a calendar day in Berlin, one window while the clock stands.
 const modelRules = `domain: m
 algorithm: fixed_window
 counting: admission
@@ -62,6 +65,8 @@ descriptors:
     shadow_mode: true
     quota_mode: true
     rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: c
+    rate_limit: {unit: day, requests_per_unit: 3, time_zone: Europe/Berlin}
 `
 
 // modelRule is what the reference reads of a rule of modelRules.
@@ -72,6 +77,7 @@ type modelRule struct {
 	replaces                          string
 	share                             bool
 	counting                          string
+	calendar                          bool // a calendar day, not an hour
 }
 
 // modelMatch is the reference's reading of modelRules: the rule a
@@ -116,6 +122,8 @@ func modelMatch(k, v string) (*modelRule, string) {
 		if v == "x" {
 			return &modelRule{limit: 1, shadow: true, quota: true}, key
 		}
+	case "c":
+		return &modelRule{limit: 3, calendar: true}, key
 	}
 	return nil, ""
 }
@@ -143,8 +151,10 @@ var modelPeriods = map[typepb.RateLimitUnit]time.Duration{
 // matched r (nil if none): its count, and the key of its state. An
 // override of a limited rule is counted by the rule's algorithm, so with
 // the rules' period (an hour) it shares the state of the descriptor's
-// own key; otherwise its state is its own. raises reports whether it
-// raises r (more at once, or a higher rate).
+// own key; otherwise its state is its own. So does an override of a day
+// on calendar rule c: it counts in the rule's calendar. raises reports
+// whether it raises r (more at once, or a higher rate, a calendar day
+// taken as its longest).
 func modelOverride(o *rlpb.RateLimitDescriptor_RateLimitOverride, r *modelRule, k, v string) (count int64, key string, raises bool) {
 	period := modelPeriods[o.Unit]
 	if o.UnitMultiplier != nil {
@@ -152,13 +162,20 @@ func modelOverride(o *rlpb.RateLimitDescriptor_RateLimitOverride, r *modelRule, 
 	}
 	count, key = int64(o.RequestsPerUnit), k+"="+v
 	limited := r != nil && !r.unlimited
+	rulePeriod := time.Hour
+	if limited && r.calendar {
+		rulePeriod = redlimit.Day.Longest()
+		if period == 24*time.Hour {
+			period = rulePeriod
+		}
+	}
 	if !limited {
 		key += "/default/" + period.String()
-	} else if period != time.Hour {
+	} else if period != rulePeriod {
 		key += "/" + period.String()
 	}
 	if limited {
-		raises = r.denyAll || count > r.limit || count*int64(time.Hour) > r.limit*int64(period)
+		raises = r.denyAll || count > r.limit || count*int64(rulePeriod) > r.limit*int64(period)
 	}
 	return count, key, raises
 }
@@ -348,7 +365,7 @@ func modelDecide(counts map[string]int64, descs []*rlpb.RateLimitDescriptor, req
 func TestModelDecisions(t *testing.T) {
 	t.Parallel()
 	cands := [][2]string{{"a", "x"}, {"a", "y"}, {"b", "x"}, {"b", "y"}, {"q1", "x"}, {"q2", "x"},
-		{"d", "x"}, {"u", "x"}, {"r", "x"}, {"w", "x"}, {"w", "xz"}, {"w", "y"}, {"s", "x"}, {"s", "xz"}, {"sq", "x"}, {"z", "x"}, {"s", "x*"}, {"w", "x*"}, {"k", "x"}, {"k", "y"}, {"ks", "x"}, {"kq", "x"}, {"au", "x"}}
+		{"d", "x"}, {"u", "x"}, {"r", "x"}, {"w", "x"}, {"w", "xz"}, {"w", "y"}, {"s", "x"}, {"s", "xz"}, {"sq", "x"}, {"z", "x"}, {"s", "x*"}, {"w", "x*"}, {"k", "x"}, {"k", "y"}, {"ks", "x"}, {"kq", "x"}, {"au", "x"}, {"c", "x"}}
 	for seed := range uint64(3000) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		quotaMode, shadowAll, noRaise := seed%3 == 1, seed%5 == 4, seed%4 < 2

@@ -334,6 +334,10 @@ func (s *Service) override(it *item, domain string, d *rlpb.RateLimitDescriptor,
 	if rule != nil && !rule.Unlimited {
 		lim.Algorithm, lim.Failure = rule.Limit.Algorithm, rule.Limit.Failure
 		it.label = rule.Path
+		// In a calendar rule's unit, the override counts in its calendar.
+		if c := rule.Limit.Calendar; !c.IsZero() && name == c.Unit.String() && period == config.Units[name] {
+			lim.Period, lim.Calendar = rule.Limit.Period, c
+		}
 	}
 	if lim.Algorithm == redlimit.TokenBucket {
 		lim.Burst = lim.Count
