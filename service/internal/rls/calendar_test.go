@@ -84,3 +84,32 @@ func TestCalendarOverride(t *testing.T) {
 		})
 	}
 }
+
+// TestCalendarReload: a reload that changes a calendar rule's zone or
+// unit counts afresh, on another state. Back to the old zone, the old
+// count is there: nothing was lost.
+func TestCalendarReload(t *testing.T) {
+	rules := func(rule string) *config.Config {
+		d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: "+rule+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mustConfig(t, d)
+	}
+	f := newFixture(t, Options{})
+	f.clock.Set(time.Date(2028, 2, 29, 12, 0, 0, 0, time.UTC))
+	for _, step := range []struct{ rule, sig string }{
+		{"{unit: month, requests_per_unit: 1, time_zone: Europe/Berlin}", "O:O"},
+		{"{unit: month, requests_per_unit: 1, time_zone: Europe/Berlin}", "X:X"},
+		{"{unit: month, requests_per_unit: 1, time_zone: UTC}", "O:O"},
+		{"{unit: month, requests_per_unit: 1, time_zone: UTC}", "X:X"},
+		{"{unit: day, requests_per_unit: 1, time_zone: UTC}", "O:O"},
+		{"{unit: month, requests_per_unit: 1}", "O:O"},
+		{"{unit: month, requests_per_unit: 1, time_zone: Europe/Berlin}", "X:X"},
+	} {
+		f.svc.SetConfig(rules(step.rule))
+		if got := sig(f.do(request("billing", desc("tenant", "acme")))); got != step.sig {
+			t.Fatalf("%s: %s, want %s", step.rule, got, step.sig)
+		}
+	}
+}
