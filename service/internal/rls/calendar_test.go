@@ -113,3 +113,33 @@ func TestCalendarReload(t *testing.T) {
 		}
 	}
 }
+
+// TestCalendarDenyAll: a calendar rule of requests_per_unit 0 answers
+// duration_until_reset as the time to its next period, as Go's own
+// time.Date gives it in the zone: across a DST change and a year's end.
+func TestCalendarDenyAll(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		unit     string
+		at, next time.Time
+	}{
+		{"month", time.Date(2028, 10, 15, 12, 0, 0, 0, berlin), time.Date(2028, 11, 1, 0, 0, 0, 0, berlin)},
+		{"day", time.Date(2028, 3, 26, 1, 30, 0, 0, berlin), time.Date(2028, 3, 27, 0, 0, 0, 0, berlin)},
+		{"week", time.Date(2028, 10, 26, 0, 0, 0, 0, berlin), time.Date(2028, 10, 30, 0, 0, 0, 0, berlin)},
+		{"year", time.Date(2028, 12, 31, 23, 59, 0, 0, berlin), time.Date(2029, 1, 1, 0, 0, 0, 0, berlin)},
+	} {
+		d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: "+tc.unit+", requests_per_unit: 0, time_zone: Europe/Berlin}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := newFixture(t, Options{}, d)
+		f.clock.Set(tc.at)
+		resp := f.do(request("billing", desc("tenant", "acme")))
+		if got, want := resp.Statuses[0].DurationUntilReset.AsDuration(), tc.next.Sub(tc.at); sig(resp) != "X:X" || got != want {
+			t.Errorf("%s at %s: %s, duration_until_reset %s; want X:X, %s", tc.unit, tc.at, sig(resp), got, want)
+		}
+	}
+}
