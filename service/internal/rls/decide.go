@@ -65,7 +65,7 @@ func (s *Service) decide(ctx context.Context, p *plan) error {
 		anyQuota = anyQuota || it.quota
 		switch {
 		case it.denyAll:
-			it.res = denyAllResult(it.limit)
+			it.res = denyAllResult(it.limit, s.opts.Clock())
 		case it.cost == 0:
 			var err error
 			if it.res, err = s.checkItem(ctx, it); err != nil {
@@ -184,10 +184,16 @@ func (s *Service) peekDenied(ctx context.Context, p *plan) ([]redlimit.Result, e
 
 // denyAllResult is the answer to a rule with requests_per_unit 0: denied,
 // nothing left, never allowed (so no Retry-After), and
-// duration_until_reset one unit. The limiter is not asked, so it counts
-// nothing; its Source is the store's, the configuration's stand-in.
-func denyAllResult(l redlimit.Limit) redlimit.Result {
-	return redlimit.Result{RetryAfter: redlimit.Never, ResetAfter: l.Period, Source: redlimit.FromStore}
+// duration_until_reset one unit. A calendar's is the time to its period's
+// end after now. The limiter is not asked, so it counts nothing; its
+// Source is the store's, the configuration's stand-in.
+func denyAllResult(l redlimit.Limit, now time.Time) redlimit.Result {
+	reset := l.Period
+	if !l.Calendar.IsZero() {
+		_, end := l.Calendar.Window(now)
+		reset = end.Sub(now)
+	}
+	return redlimit.Result{RetryAfter: redlimit.Never, ResetAfter: reset, Source: redlimit.FromStore}
 }
 
 // observed is the service's limiter, each AllowAll reported to its observer.

@@ -42,6 +42,9 @@ func newFixture(t *testing.T, opts Options, domains ...*config.Domain) *fixture 
 	if opts.Observer == nil {
 		opts.Observer = f.obs
 	}
+	if opts.Clock == nil {
+		opts.Clock = f.clock.Now
+	}
 	if f.svc, err = New(opts); err != nil {
 		t.Fatal(err)
 	}

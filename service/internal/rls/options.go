@@ -103,6 +103,9 @@ type Options struct {
 	// unit_multiplier: the longest a key's state made by an override is
 	// kept (default [DefaultMaxOverridePeriod], a year).
 	MaxOverridePeriod time.Duration
+	// Clock tells a deny-all calendar rule when its period ends: no store
+	// is asked (default time.Now).
+	Clock func() time.Time
 	// Observer receives every decision, for metrics (default: none). One
 	// that implements [HitCounter] also gets envoyproxy/ratelimit's counts.
 	Observer Observer
@@ -167,6 +170,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxDescriptors == 0 {
 		o.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	if o.MaxEntries == 0 {
 		o.MaxEntries = DefaultMaxEntries
