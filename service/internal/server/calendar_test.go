@@ -25,8 +25,9 @@ descriptors:
 // TestCalendarRedis: on Redis, a calendar rule's duration_until_reset and
 // X-RateLimit-Reset are the time to the 1st at midnight in Berlin, as Go
 // computes it. A reload with a bad calendar rule is refused, naming the
-// file, line and rule: the old rules serve on, their counts kept. The
-// metrics and /rules serve the calendar rule.
+// file, line and rule: the old rules serve on, their counts kept. A
+// raised count is not denied by the deny cache. The metrics and /rules
+// serve the calendar rule.
 func TestCalendarRedis(t *testing.T) {
 	t.Parallel()
 	redis := redistest.Shared(t)
@@ -85,6 +86,14 @@ func TestCalendarRedis(t *testing.T) {
 		}
 	}
 	// The old rule serves on, its count kept: one left, then none.
+	check("OK")
+	check("OVER_LIMIT")
+	check("OVER_LIMIT") // from the deny cache: the same reset
+	// A raised count is asked of Redis: no month-long cached denial.
+	writeFile(t, path, fmt.Sprintf(calendarFile, "{unit: month, requests_per_unit: 3, time_zone: Europe/Berlin}"))
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
 	check("OK")
 	check("OVER_LIMIT")
 
