@@ -49,6 +49,8 @@ descriptors:
   - key: tenant
     rate_limit: {unit: second, requests_per_unit: 5}
     shadow_mode: true
+  - key: plan
+    rate_limit: {unit: month, requests_per_unit: 1000, time_zone: Europe/Berlin}
 `,
 	"auth.yaml": `domain: auth
 failure_policy: fail_open
@@ -101,6 +103,7 @@ func TestDashboardBrowser(t *testing.T) {
 		{"#top-keys tbody", "user=user-"},
 		{"#rules", "api.user"},
 		{"#rules", "fail_open"},
+		{"#rules", "1000 / calendar month Europe/Berlin"},
 		{"#breaker", "closed"},
 		{"#latency-summary", " / "},
 	} {
