@@ -306,7 +306,7 @@
     const tbody = table.createTBody();
     fillRows(tbody, rules.map((r) => [
       r.domain, r.path, r.name || '',
-      r.unlimited ? 'unlimited' : r.requests_per_unit + ' / ' + r.unit + (r.burst ? ', burst ' + r.burst : ''),
+      r.unlimited ? 'unlimited' : r.requests_per_unit + ' / ' + (r.time_zone ? 'calendar ' + r.unit + ' ' + r.time_zone : r.unit) + (r.burst ? ', burst ' + r.burst : ''),
       r.algorithm || '', r.failure_policy || '', r.shadow_mode ? 'yes' : '',
       (r.replaces || []).join(', '), r.file ? r.file + (r.line ? ':' + r.line : '') : '',
     ]), [], 'no rules loaded');
