@@ -2,6 +2,9 @@ package rls
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,6 +143,81 @@ func TestCalendarDenyAll(t *testing.T) {
 		resp := f.do(request("billing", desc("tenant", "acme")))
 		if got, want := resp.Statuses[0].DurationUntilReset.AsDuration(), tc.next.Sub(tc.at); sig(resp) != "X:X" || got != want {
 			t.Errorf("%s at %s: %s, duration_until_reset %s; want X:X, %s", tc.unit, tc.at, sig(resp), got, want)
+		}
+	}
+}
+
+// calendarZones have DST at midnight (midnight skipped, or twice), half-
+// and quarter-hour offsets, a two-hour DST, negative DST and a skipped day.
+var calendarZones = []string{"Europe/Berlin", "America/Santiago", "America/Havana", "Asia/Beirut",
+	"America/Asuncion", "Australia/Lord_Howe", "Antarctica/Troll", "Asia/Kathmandu", "Pacific/Chatham",
+	"America/St_Johns", "Pacific/Apia", "Africa/Casablanca", "Europe/Dublin", "Asia/Gaza", "UTC"}
+
+// nextPeriod is the oracle of TestCalendarResetDifferential: the first
+// instant after at whose date in loc is in the next day, ISO week, month
+// or year. It scans a 15-minute grid, where every midnight and every
+// transition of these zones falls, instead of trusting time.Date.
+func nextPeriod(at time.Time, unit string, loc *time.Location) time.Time {
+	y, m, d := at.In(loc).Date()
+	switch unit {
+	case "day":
+		d++
+	case "week":
+		d += 7 - (int(at.In(loc).Weekday())+6)%7
+	case "month":
+		m, d = m+1, 1
+	case "year":
+		y, m, d = y+1, 1, 1
+	}
+	target := time.Date(y, m, d, 0, 0, 0, 0, time.UTC) // normalized
+	t := target.Add(-48 * time.Hour)
+	for {
+		ly, lm, ld := t.In(loc).Date()
+		if !time.Date(ly, lm, ld, 0, 0, 0, 0, time.UTC).Before(target) {
+			return t
+		}
+		t = t.Add(15 * time.Minute)
+	}
+}
+
+// TestCalendarResetDifferential: at random instants from 2010 to 2030, a
+// calendar rule's duration_until_reset is the time to nextPeriod, in
+// zones whose midnights are hard.
+func TestCalendarResetDifferential(t *testing.T) {
+	t.Parallel()
+	units := []string{"day", "week", "month", "year"}
+	var domains []*config.Domain
+	for i, z := range calendarZones {
+		var b strings.Builder
+		fmt.Fprintf(&b, "domain: z%d\ndescriptors:\n", i)
+		for _, u := range units {
+			fmt.Fprintf(&b, "  - key: %s\n    rate_limit: {unit: %s, requests_per_unit: 5, time_zone: %s}\n", u, u, z)
+		}
+		d, err := config.Parse(z+".yaml", []byte(b.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		domains = append(domains, d)
+	}
+	f := newFixture(t, Options{}, domains...)
+	rng := rand.New(rand.NewPCG(29, 1))
+	from, to := time.Date(2010, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro(), time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	for i := range 3000 {
+		zi, unit := rng.IntN(len(calendarZones)), units[rng.IntN(len(units))]
+		loc, err := time.LoadLocation(calendarZones[zi])
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.UnixMicro(from + rng.Int64N(to-from))
+		if i%3 == 0 { // near a period's end: a transition is likelier there
+			at = nextPeriod(at, unit, loc).Add(-time.Duration(rng.Int64N(int64(3*time.Hour))) / 1000 * 1000)
+		}
+		f.clock.Set(at)
+		resp := f.do(request(fmt.Sprintf("z%d", zi), desc(unit, fmt.Sprint(i))))
+		want := nextPeriod(at, unit, loc).Sub(at)
+		if got := resp.Statuses[0].DurationUntilReset.AsDuration(); got != want {
+			t.Fatalf("%s %s at %s (%s): duration_until_reset %s, want %s (to %s)",
+				unit, calendarZones[zi], at.In(loc), at.UTC(), got, want, nextPeriod(at, unit, loc).In(loc))
 		}
 	}
 }
