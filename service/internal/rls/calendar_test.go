@@ -182,7 +182,7 @@ func nextPeriod(at time.Time, unit string, loc *time.Location) time.Time {
 
 // TestCalendarResetDifferential: at random instants from 2010 to 2030, a
 // calendar rule's duration_until_reset is the time to nextPeriod, in
-// zones whose midnights are hard.
+// zones whose midnights are hard; a deny-all rule's too.
 func TestCalendarResetDifferential(t *testing.T) {
 	t.Parallel()
 	units := []string{"day", "week", "month", "year"}
@@ -192,6 +192,7 @@ func TestCalendarResetDifferential(t *testing.T) {
 		fmt.Fprintf(&b, "domain: z%d\ndescriptors:\n", i)
 		for _, u := range units {
 			fmt.Fprintf(&b, "  - key: %s\n    rate_limit: {unit: %s, requests_per_unit: 5, time_zone: %s}\n", u, u, z)
+			fmt.Fprintf(&b, "  - key: %s0\n    rate_limit: {unit: %s, requests_per_unit: 0, time_zone: %s}\n", u, u, z)
 		}
 		d, err := config.Parse(z+".yaml", []byte(b.String()))
 		if err != nil {
@@ -213,11 +214,15 @@ func TestCalendarResetDifferential(t *testing.T) {
 			at = nextPeriod(at, unit, loc).Add(-time.Duration(rng.Int64N(int64(3*time.Hour))) / 1000 * 1000)
 		}
 		f.clock.Set(at)
-		resp := f.do(request(fmt.Sprintf("z%d", zi), desc(unit, fmt.Sprint(i))))
+		key := unit
+		if rng.IntN(4) == 0 {
+			key += "0" // deny all: no store is asked
+		}
+		resp := f.do(request(fmt.Sprintf("z%d", zi), desc(key, fmt.Sprint(i))))
 		want := nextPeriod(at, unit, loc).Sub(at)
 		if got := resp.Statuses[0].DurationUntilReset.AsDuration(); got != want {
 			t.Fatalf("%s %s at %s (%s): duration_until_reset %s, want %s (to %s)",
-				unit, calendarZones[zi], at.In(loc), at.UTC(), got, want, nextPeriod(at, unit, loc).In(loc))
+				key, calendarZones[zi], at.In(loc), at.UTC(), got, want, nextPeriod(at, unit, loc).In(loc))
 		}
 	}
 }
