@@ -26,7 +26,8 @@ descriptors:
 // X-RateLimit-Reset are the time to the 1st at midnight in Berlin, as Go
 // computes it. A reload with a bad calendar rule is refused, naming the
 // file, line and rule: the old rules serve on, their counts kept. A
-// raised count is not denied by the deny cache. The metrics and /rules
+// raised count is not denied by the deny cache; another zone counts
+// afresh. The metrics and /rules
 // serve the calendar rule.
 func TestCalendarRedis(t *testing.T) {
 	t.Parallel()
@@ -40,14 +41,14 @@ func TestCalendarRedis(t *testing.T) {
 	r := start(t, Options{ConfigPath: path, RedisURL: "redis://" + redis.Addr(),
 		RedisPrefix: fmt.Sprintf("cal%d:", time.Now().UnixNano()), Headers: ratelimitfield.X})
 
-	check := func(want string) {
+	check := func(want string, zone *time.Location) {
 		t.Helper()
 		before := time.Now()
 		resp := r.decide(t, "tenant", "acme")
 		after := time.Now()
 		next := func(at time.Time) time.Duration {
-			y, m, _ := at.In(berlin).Date()
-			return time.Date(y, m+1, 1, 0, 0, 0, 0, berlin).Sub(at)
+			y, m, _ := at.In(zone).Date()
+			return time.Date(y, m+1, 1, 0, 0, 0, 0, zone).Sub(at)
 		}
 		st := resp.Statuses[0]
 		if got := st.Code.String(); got != want {
@@ -69,7 +70,7 @@ func TestCalendarRedis(t *testing.T) {
 			t.Fatalf("%s %q, want about %.0f", ratelimitfield.HeaderXRateLimitReset, reset, next(before).Seconds())
 		}
 	}
-	check("OK")
+	check("OK", berlin)
 
 	for _, tc := range []struct{ rule, want string }{
 		{"{unit: month, requests_per_unit: 2, time_zone: Europe/Atlantis}", `unknown time zone: "Europe/Atlantis"`},
@@ -86,16 +87,27 @@ func TestCalendarRedis(t *testing.T) {
 		}
 	}
 	// The old rule serves on, its count kept: one left, then none.
-	check("OK")
-	check("OVER_LIMIT")
-	check("OVER_LIMIT") // from the deny cache: the same reset
+	check("OK", berlin)
+	check("OVER_LIMIT", berlin)
+	check("OVER_LIMIT", berlin) // from the deny cache: the same reset
 	// A raised count is asked of Redis: no month-long cached denial.
 	writeFile(t, path, fmt.Sprintf(calendarFile, "{unit: month, requests_per_unit: 3, time_zone: Europe/Berlin}"))
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	check("OK")
-	check("OVER_LIMIT")
+	check("OK", berlin)
+	check("OVER_LIMIT", berlin)
+	// Another zone is another state; the old one's count is kept.
+	for _, step := range []struct {
+		zone *time.Location
+		want string
+	}{{time.UTC, "OK"}, {berlin, "OVER_LIMIT"}} {
+		writeFile(t, path, fmt.Sprintf(calendarFile, "{unit: month, requests_per_unit: 3, time_zone: "+step.zone.String()+"}"))
+		if err := r.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		check(step.want, step.zone)
+	}
 
 	code, body := r.getBody(t, "/metrics")
 	if code != 200 || !strings.Contains(body, "web.tenant") {
