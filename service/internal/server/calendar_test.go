@@ -27,8 +27,7 @@ descriptors:
 // computes it. A reload with a bad calendar rule is refused, naming the
 // file, line and rule: the old rules serve on, their counts kept. A
 // raised count is not denied by the deny cache; another zone counts
-// afresh. The metrics and /rules
-// serve the calendar rule.
+// afresh. The metrics and /rules serve the calendar rule.
 func TestCalendarRedis(t *testing.T) {
 	t.Parallel()
 	redis := redistest.Shared(t)
