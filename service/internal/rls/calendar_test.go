@@ -14,17 +14,30 @@ import (
 	"github.com/redlimit/redlimit/service/internal/config"
 )
 
+// billing returns domain billing of one rule, on descriptor tenant.
+func billing(t *testing.T, rateLimit string) *config.Domain {
+	t.Helper()
+	d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: "+rateLimit+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func berlinZone(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
 // TestCalendarDurationUntilReset: a calendar rule's duration_until_reset
 // is the time to the next period's midnight in its zone.
 func TestCalendarDurationUntilReset(t *testing.T) {
-	d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: month, requests_per_unit: 2, time_zone: Europe/Berlin}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	berlin, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := billing(t, "{unit: month, requests_per_unit: 2, time_zone: Europe/Berlin}")
+	berlin := berlinZone(t)
 	f := newFixture(t, Options{}, d)
 	for _, step := range []struct {
 		at   time.Time
@@ -49,14 +62,8 @@ func TestCalendarDurationUntilReset(t *testing.T) {
 // counts in the rule's calendar, on the rule's state. Under no-raise, an
 // override of the rule's own count is taken, and a lower one too.
 func TestCalendarOverride(t *testing.T) {
-	d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: month, requests_per_unit: 2, time_zone: Europe/Berlin}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	berlin, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := billing(t, "{unit: month, requests_per_unit: 2, time_zone: Europe/Berlin}")
+	berlin := berlinZone(t)
 	at := time.Date(2028, 2, 29, 23, 0, 0, 0, berlin)
 	left := time.Date(2028, 3, 1, 0, 0, 0, 0, berlin).Sub(at)
 	month := func(n uint32) *pb.RateLimitRequest {
@@ -92,13 +99,6 @@ func TestCalendarOverride(t *testing.T) {
 // unit counts afresh, on another state. Back to the old zone, the old
 // count is there: nothing was lost.
 func TestCalendarReload(t *testing.T) {
-	rules := func(rule string) *config.Config {
-		d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: "+rule+"\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return mustConfig(t, d)
-	}
 	f := newFixture(t, Options{})
 	f.clock.Set(time.Date(2028, 2, 29, 12, 0, 0, 0, time.UTC))
 	for _, step := range []struct{ rule, sig string }{
@@ -110,7 +110,7 @@ func TestCalendarReload(t *testing.T) {
 		{"{unit: month, requests_per_unit: 1}", "O:O"},
 		{"{unit: month, requests_per_unit: 1, time_zone: Europe/Berlin}", "X:X"},
 	} {
-		f.svc.SetConfig(rules(step.rule))
+		f.svc.SetConfig(mustConfig(t, billing(t, step.rule)))
 		if got := sig(f.do(request("billing", desc("tenant", "acme")))); got != step.sig {
 			t.Fatalf("%s: %s, want %s", step.rule, got, step.sig)
 		}
@@ -121,10 +121,7 @@ func TestCalendarReload(t *testing.T) {
 // duration_until_reset as the time to its next period, as Go's own
 // time.Date gives it in the zone: across a DST change and a year's end.
 func TestCalendarDenyAll(t *testing.T) {
-	berlin, err := time.LoadLocation("Europe/Berlin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	berlin := berlinZone(t)
 	for _, tc := range []struct {
 		unit     string
 		at, next time.Time
@@ -134,10 +131,7 @@ func TestCalendarDenyAll(t *testing.T) {
 		{"week", time.Date(2028, 10, 26, 0, 0, 0, 0, berlin), time.Date(2028, 10, 30, 0, 0, 0, 0, berlin)},
 		{"year", time.Date(2028, 12, 31, 23, 59, 0, 0, berlin), time.Date(2029, 1, 1, 0, 0, 0, 0, berlin)},
 	} {
-		d, err := config.Parse("cal.yaml", []byte("domain: billing\ndescriptors:\n  - key: tenant\n    rate_limit: {unit: "+tc.unit+", requests_per_unit: 0, time_zone: Europe/Berlin}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := billing(t, "{unit: "+tc.unit+", requests_per_unit: 0, time_zone: Europe/Berlin}")
 		f := newFixture(t, Options{}, d)
 		f.clock.Set(tc.at)
 		resp := f.do(request("billing", desc("tenant", "acme")))
