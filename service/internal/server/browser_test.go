@@ -51,6 +51,8 @@ descriptors:
     shadow_mode: true
   - key: plan
     rate_limit: {unit: month, requests_per_unit: 1000, time_zone: Europe/Berlin}
+  - key: batch
+    rate_limit: {unit: hour, unit_multiplier: 6, requests_per_unit: 10}
 `,
 	"auth.yaml": `domain: auth
 failure_policy: fail_open
@@ -104,6 +106,7 @@ func TestDashboardBrowser(t *testing.T) {
 		{"#rules", "api.user"},
 		{"#rules", "fail_open"},
 		{"#rules", "1000 / calendar month Europe/Berlin"},
+		{"#rules", "10 / 6 hours"},
 		{"#breaker", "closed"},
 		{"#latency-summary", " / "},
 	} {
