@@ -147,6 +147,14 @@
     return v.name || v.rule;
   }
 
+  // period is a rule's period as redlimit check writes it: "hour",
+  // "6 hours" for a unit_multiplier, "calendar month Europe/Berlin".
+  function period(r) {
+    if (r.time_zone) return 'calendar ' + r.unit + ' ' + r.time_zone;
+    if (r.unit_multiplier > 1) return r.unit_multiplier + ' ' + r.unit + 's';
+    return r.unit;
+  }
+
   function renderSeries(s) {
     // The selector lists every series; keep the choice across updates.
     const select = $('series-select');
@@ -306,7 +314,7 @@
     const tbody = table.createTBody();
     fillRows(tbody, rules.map((r) => [
       r.domain, r.path, r.name || '',
-      r.unlimited ? 'unlimited' : r.requests_per_unit + ' / ' + (r.time_zone ? 'calendar ' + r.unit + ' ' + r.time_zone : r.unit) + (r.burst ? ', burst ' + r.burst : ''),
+      r.unlimited ? 'unlimited' : r.requests_per_unit + ' / ' + period(r) + (r.burst ? ', burst ' + r.burst : ''),
       r.algorithm || '', r.failure_policy || '', r.shadow_mode ? 'yes' : '',
       (r.replaces || []).join(', '), r.file ? r.file + (r.line ? ':' + r.line : '') : '',
     ]), [], 'no rules loaded');
