@@ -51,18 +51,10 @@ import (
 type Model struct {
 	now    func() time.Time
 	mu     sync.Mutex
-	states map[stateKey]*state
+	states map[redlimit.StateID]*state
 }
 
 var _ redlimit.Limiter = (*Model)(nil)
-
-// stateKey identifies a state as the stores do: key, algorithm and period.
-type stateKey struct {
-	key    string
-	alg    redlimit.Algorithm
-	period time.Duration
-	cal    redlimit.Calendar
-}
 
 // state is every algorithm's state; each uses its own fields.
 type state struct {
@@ -76,7 +68,7 @@ type stamp struct{ t, n int64 }
 
 // New returns a Model that reads the time from now.
 func New(now func() time.Time) *Model {
-	return &Model{now: now, states: make(map[stateKey]*state)}
+	return &Model{now: now, states: make(map[redlimit.StateID]*state)}
 }
 
 // micros is the time in µs, within the range the stores compute with.
@@ -146,7 +138,7 @@ func (m *Model) Reset(ctx context.Context, key string, limit redlimit.Limit) err
 // validating.
 func (m *Model) Forget(key string, limit redlimit.Limit) {
 	m.mu.Lock()
-	delete(m.states, stateKey{key, limit.Algorithm, limit.Period, limit.Calendar.Canonical()})
+	delete(m.states, limit.StateID(key))
 	m.mu.Unlock()
 }
 
@@ -203,7 +195,7 @@ func (m *Model) DebitAt(key string, limit redlimit.Limit, n, now int64) (redlimi
 // PeekDebitAt returns what DebitAt would answer, without counting anything.
 func (m *Model) PeekDebitAt(key string, limit redlimit.Limit, n, now int64) redlimit.Result {
 	m.mu.Lock()
-	k := stateKey{key, limit.Algorithm, limit.Period, limit.Calendar.Canonical()}
+	k := limit.StateID(key)
 	st := m.states[k]
 	m.mu.Unlock()
 	c := New(m.now)
@@ -217,7 +209,7 @@ func (m *Model) PeekDebitAt(key string, limit redlimit.Limit, n, now int64) redl
 // debit counts a debit of cost n that does not fit, up to its bound, and
 // returns what Peek answers then and what it counted.
 func (m *Model) debit(key string, l redlimit.Limit, n, now int64) (redlimit.Result, int64) {
-	k := stateKey{key, l.Algorithm, l.Period, l.Calendar.Canonical()}
+	k := l.StateID(key)
 	st := m.states[k]
 	if st == nil {
 		st = &state{windows: make(map[int64]int64)}
@@ -261,7 +253,7 @@ func clampInt64(x *big.Int) int64 {
 }
 
 func (m *Model) get(key string, l redlimit.Limit) *state {
-	return m.states[stateKey{key, l.Algorithm, l.Period, l.Calendar.Canonical()}]
+	return m.states[l.StateID(key)]
 }
 
 // decide answers a request of cost n under l at now without changing anything.
@@ -284,7 +276,7 @@ func (m *Model) decide(key string, l redlimit.Limit, n, now int64) redlimit.Resu
 
 // commit records an allowed request of cost n under l at now.
 func (m *Model) commit(key string, l redlimit.Limit, n, now int64) {
-	k := stateKey{key, l.Algorithm, l.Period, l.Calendar.Canonical()}
+	k := l.StateID(key)
 	st := m.states[k]
 	if st == nil {
 		st = &state{windows: make(map[int64]int64)}

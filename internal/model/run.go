@@ -42,13 +42,15 @@ func Replay(env Env, seq Sequence) *Failure {
 	return run(env, seq.Start, &replay{ops: seq.Ops})
 }
 
-// stateID identifies a state of a run: abstract key, algorithm, period.
+// stateID identifies a state of a run: its abstract key, and its
+// limit's identity as the stores keep it.
 type stateID struct {
-	key    int
-	alg    redlimit.Algorithm
-	period time.Duration
-	cal    redlimit.Calendar
+	key   int
+	limit redlimit.StateID
 }
+
+// idOf returns the stateID of key under l.
+func idOf(key int, l redlimit.Limit) stateID { return stateID{key, l.StateID("")} }
 
 // info is what the run knows of one state.
 type info struct {
@@ -132,7 +134,7 @@ func (r *runner) touched() []Touched {
 // hints
 
 func (r *runner) remaining(key int, l redlimit.Limit) int64 {
-	if in := r.states[stateID{key, l.Algorithm, l.Period, l.Calendar.Canonical()}]; in != nil {
+	if in := r.states[idOf(key, l)]; in != nil {
 		return in.last
 	}
 	return -1
@@ -150,7 +152,7 @@ func (r *runner) fail(check, format string, args ...any) *Failure {
 }
 
 func (r *runner) info(q Req) *info {
-	id := stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar.Canonical()}
+	id := idOf(q.Key, q.Limit)
 	in := r.states[id]
 	if in == nil {
 		in = &info{limit: q.Limit, last: -1}
@@ -328,7 +330,7 @@ func (r *runner) full(op Op, name string, err error, checked *checkMark) *Failur
 	if len(debits) == 0 {
 		return r.fail("error", "%s: %s returned %v for a decision without a debit", desc, name, err)
 	}
-	if q := debits[0]; len(debits) == 1 && checked != nil && checked.at == r.now && checked.id == (stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar.Canonical()}) {
+	if q := debits[0]; len(debits) == 1 && checked != nil && checked.at == r.now && checked.id == idOf(q.Key, q.Limit) {
 		return r.fail("dropped", "%s: %s returned %v for the debit of a check that passed", desc, name, err)
 	}
 	r.stats.Full++
@@ -409,7 +411,7 @@ func (r *runner) decided(op Op, ds []redlimit.Decision, refused []bool) *Failure
 	}
 	if op.Kind == Peek && ref.Allowed {
 		q := op.Reqs[0]
-		r.checked = &checkMark{stateID{q.Key, q.Limit.Algorithm, q.Limit.Period, q.Limit.Calendar.Canonical()}, r.now}
+		r.checked = &checkMark{idOf(q.Key, q.Limit), r.now}
 	}
 	committed := op.Kind != Peek && ref.Allowed
 	if len(op.Reqs) > 1 {
