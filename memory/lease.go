@@ -21,8 +21,8 @@ type leases struct {
 	mu   sync.Mutex
 	keys map[string]*leaseSet
 	n    int64 // leases held, in all keys
-	// trimAt is when the first lease may expire: a full store's flood of
-	// acquires trims all keys once per expiry, not once per call.
+	// trimAt is a time no lease expires before. A full store's flood
+	// of acquires trims all keys once per expiry, not once per call.
 	trimAt int64
 }
 
@@ -87,7 +87,7 @@ func (s *leaseSet) trim(now int64) (n, bytes int64) {
 	return n, bytes
 }
 
-// shrink rebuilds a set that fills a quarter of its heap's capacity. A
+// shrink rebuilds a set that fills at most a quarter of its heap. A
 // Go map or slice never shrinks, and WithMaxBytes counts the leases held.
 // A rebuild copies fewer leases than were removed since the last one.
 func (s *leaseSet) shrink() {
@@ -228,8 +228,9 @@ func (s *Store) leaseLocked(op byte, key string, c redlimit.Concurrency, id stri
 			t.keys[key] = set
 			t.n++
 		}
-		set.set(id, now+c.TTL.Microseconds())
-		t.trimAt = min(t.trimAt, now+c.TTL.Microseconds())
+		exp := now + c.TTL.Microseconds()
+		set.set(id, exp)
+		t.trimAt = min(t.trimAt, exp)
 		res.Held = true
 	case n > 0:
 		res.RetryAfter = us(set.heap[0].exp - now)

@@ -188,3 +188,130 @@ func TestLeaseBytesAfterShrink(t *testing.T) {
 		t.Errorf("the heap grew by %.0f bytes, %.1f times the estimate %.0f", grown, grown/est, est)
 	}
 }
+
+// TestLeaseEdges: the clock going back and forth under held leases, a
+// bound smaller than one lease, and the largest TTL and slots.
+func TestLeaseEdges(t *testing.T) {
+	ctx := context.Background()
+	id := strings.Repeat("i", redlimit.MaxLeaseIDLen)
+	t.Run("clock back while full", func(t *testing.T) {
+		clock := redlimittest.NewClock(redlimittest.T0)
+		s := newStore(t, memory.WithMaxKeys(2), memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+		c := redlimit.InFlight(5, time.Second)
+		clock.Advance(time.Hour)
+		for _, id := range []string{"a", "b"} {
+			if l, err := s.Acquire(ctx, "k", c, id); err != nil || !l.Held {
+				t.Fatalf("Acquire %s: %+v, %v", id, l, err)
+			}
+		}
+		clock.Advance(-time.Hour)
+		// Held until the clock reaches their expiry again.
+		if l, err := s.Acquire(ctx, "j", c, "c"); err != nil || l.Held || l.RetryAfter != time.Hour+time.Second {
+			t.Fatalf("full, clock back an hour: %+v, %v; want denied for 1h1s", l, err)
+		}
+		clock.Advance(time.Hour + 2*time.Second)
+		if l, err := s.Acquire(ctx, "j", c, "c"); err != nil || !l.Held || l.InFlight != 1 {
+			t.Fatalf("clock past their expiry: %+v, %v", l, err)
+		}
+		// A later clock going back does not hide a lease's expiry.
+		clock.Advance(-time.Hour)
+		if l, err := s.Acquire(ctx, "k", c, "d"); err != nil || !l.Held {
+			t.Fatalf("a second lease: %+v, %v", l, err)
+		}
+		clock.Advance(time.Hour + 2*time.Second)
+		for _, id := range []string{"e", "f"} {
+			if l, err := s.Acquire(ctx, "m", c, id); err != nil || !l.Held {
+				t.Fatalf("Acquire %s after all expired: %+v, %v", id, l, err)
+			}
+		}
+	})
+	t.Run("release after expiry", func(t *testing.T) {
+		clock := redlimittest.NewClock(redlimittest.T0)
+		s := newStore(t, memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+		c := redlimit.InFlight(redlimit.MaxSlots-1, redlimit.MaxLeaseTTL)
+		for _, id := range []string{"a", id} {
+			if l, err := s.Acquire(ctx, "k", c, id); err != nil || !l.Held {
+				t.Fatalf("Acquire %s: %+v, %v", id, l, err)
+			}
+		}
+		clock.Advance(redlimit.MaxLeaseTTL)
+		if err := s.Release(ctx, "k", c, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := s.Renew(ctx, "k", c, id); err != nil || l.Held || l.InFlight != 0 {
+			t.Fatalf("Renew after expiry: %+v, %v", l, err)
+		}
+		if b := s.Stats().Bytes; b != 0 {
+			t.Fatalf("released and renewed after expiry: %d bytes held", b)
+		}
+	})
+	t.Run("bound below one lease", func(t *testing.T) {
+		s := newStore(t, memory.WithMaxBytes(100), memory.WithSweepInterval(0))
+		for _, slots := range []int64{1, redlimit.MaxSlots} {
+			c := redlimit.InFlight(slots, redlimit.MaxLeaseTTL)
+			if l, err := s.Acquire(ctx, "k", c, id); err != nil || l.Held || l.RetryAfter != redlimit.Never {
+				t.Fatalf("%d slots: %+v, %v; want denied for ever", slots, l, err)
+			}
+		}
+		if st := s.Stats(); st.Refused != 2 || st.Bytes != 0 {
+			t.Fatalf("%+v: want 2 refused, 0 bytes", st)
+		}
+	})
+}
+
+// TestLeaseSweepConcurrent: Sweep runs beside acquires, renewals and
+// releases on a clock that moves. No key holds more than its slots, and
+// the bytes come back to zero.
+func TestLeaseSweepConcurrent(t *testing.T) {
+	clock := redlimittest.NewClock(redlimittest.T0)
+	s := newStore(t, memory.WithMaxKeys(20), memory.WithClock(clock.Now), memory.WithSweepInterval(0))
+	c := redlimit.InFlight(2, 50*time.Millisecond)
+	stop := make(chan struct{})
+	var sweeper sync.WaitGroup
+	sweeper.Add(1)
+	go func() {
+		defer sweeper.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				s.Sweep()
+				clock.Advance(time.Millisecond)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := range 300 {
+				key, id := fmt.Sprint((g+i)%6), fmt.Sprint(g)
+				l, err := s.Acquire(ctx, key, c, id)
+				if err == nil && l.InFlight > c.Slots {
+					err = fmt.Errorf("%d in flight of %d", l.InFlight, c.Slots)
+				}
+				if err == nil && i%3 == 0 {
+					err = s.Release(ctx, key, c, id)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sweeper.Wait()
+	clock.Advance(time.Second)
+	s.Sweep()
+	if b := s.Stats().Bytes; b != 0 {
+		t.Fatalf("all expired and swept: %d bytes held", b)
+	}
+	if ls, _ := s.Leases(context.Background()); len(ls) != 0 {
+		t.Fatalf("all expired and swept: %d leases listed", len(ls))
+	}
+}

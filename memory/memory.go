@@ -135,9 +135,9 @@ func WithMaxKeys(n int) Option {
 
 // WithMaxBytes bounds the estimated memory of the store's states and
 // leases (default [DefaultMaxBytes]). The estimate counts the keys, a
-// share per key and per state, the buffers of sliding logs, and the
-// refund records of token buckets that [Store.Admit] counted in. It
-// counts each lease and its id too (see size.go). A decision may go
+// share per key and per state, and the buffers of sliding logs. It
+// counts the refund records that [Store.Admit] made in token buckets.
+// It counts each lease and its id too (see size.go). A decision may go
 // beyond it: a new state, or a sliding log whose buffer must grow. It
 // then evicts and, failing that, is denied as under [WithMaxKeys]. Debits
 // and records of leases ([redlimit.RecordLease]) may go an eighth beyond.
