@@ -156,7 +156,7 @@ func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 	if t.Hour() == 0 {
 		zs, _ := t.ZoneBounds()
 		before := zs.Add(-time.Nanosecond) // the last instant of the zone before
-		if by, bm, bd := before.Date(); !zs.IsZero() && before.Before(t) && by == t.Year() && bm == t.Month() && bd == t.Day() {
+		if by, bm, bd := before.Date(); !zs.IsZero() && by == t.Year() && bm == t.Month() && bd == t.Day() {
 			_, off := before.Zone()
 			return time.Date(by, bm, bd, 0, 0, 0, 0, time.FixedZone("", off)).In(loc)
 		}
