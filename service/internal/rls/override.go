@@ -82,7 +82,7 @@ func (s *Service) checkOverrideRule(lim redlimit.Limit, rule *config.Rule, i int
 		return nil
 	}
 	what := func() string {
-		return fmt.Sprintf("descriptor %d: limit override %d per %s", i, lim.Count, lim.Period)
+		return fmt.Sprintf("descriptor %d: limit override %d per %s", i, lim.Count, periodName(lim))
 	}
 	if rule.Limit.Algorithm == redlimit.SlidingLog && lim.Count > rule.Limit.Count {
 		return fmt.Errorf("%w: %s: a sliding log keeps an entry per request admitted: its count may not exceed rule %s's %d",
@@ -97,9 +97,17 @@ func (s *Service) checkOverrideRule(lim redlimit.Limit, rule *config.Rule, i int
 	}
 	if raises(lim, rule.Limit) {
 		return fmt.Errorf("%w: %s raises rule %s (%d per %s): this service takes overrides that lower a rule's limit only",
-			ErrInvalidRequest, what(), rule.Path, rule.Limit.Count, rule.Limit.Period)
+			ErrInvalidRequest, what(), rule.Path, rule.Limit.Count, periodName(rule.Limit))
 	}
 	return nil
+}
+
+// periodName names l's period for an error: a calendar's own, not its longest.
+func periodName(l redlimit.Limit) string {
+	if !l.Calendar.IsZero() {
+		return "calendar " + l.Calendar.String()
+	}
+	return l.Period.String()
 }
 
 // keepRule has it, an override of rule, decided together with the rule's
