@@ -194,20 +194,22 @@ func TestDelayDeadline(t *testing.T) {
 
 // TestDelayCancelGivesBack: a call cancelled while it waits gives its turn
 // back: the next call is admitted at that turn, not one later. Each call
-// is cancelled well after its turn is queued: a cancel during the store's
-// call may lose the reply with the turn taken (see redlimit.Wait).
+// is cancelled after its turn is queued (a cancel during the store's call
+// may lose the reply with the turn taken; see redlimit.Wait). The next
+// call starts once the server has given the turn back: a turn queued
+// behind it first would keep its place.
 func TestDelayCancelGivesBack(t *testing.T) {
 	for name, lims := range delayStores(t) {
 		t.Run(name, func(t *testing.T) {
 			h, clients, start := takeFirstTurn(t, "cancel", lims)
 			for i, stream := range []bool{false, true} {
 				ctx, cancel := context.WithCancel(context.Background())
-				time.AfterFunc(300*time.Millisecond, cancel)
+				time.AfterFunc(150*time.Millisecond, cancel)
 				if err := callOnce(ctx, clients[i], stream); status.Code(err) != codes.Canceled {
 					t.Fatalf("stream %v: %v: want Canceled", stream, err)
 				}
+				time.Sleep(250 * time.Millisecond) // the server gives the turn back
 			}
-			time.Sleep(200 * time.Millisecond) // the servers see the cancellations
 			if err := callOnce(ctxTimeout(t), clients[1], false); err != nil {
 				t.Fatal(err)
 			}
